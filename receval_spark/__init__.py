@@ -1,0 +1,3 @@
+"""receval_spark: offline evaluation of recommender systems as a Spark batch job."""
+
+__version__ = "0.1.0"

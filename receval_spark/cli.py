@@ -1,0 +1,104 @@
+"""Command line: ``receval evaluate --config FILE [--set KEY=VALUE ...]``.
+
+Exit status: 0 success; 2 bad configuration or input (one message naming the key or column
+and the fix, nothing written); 1 any other failure, including a failed sanity check (the run
+record is written first, with the failure stated).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+import traceback
+import uuid
+from collections.abc import Sequence
+
+import click
+
+from receval_spark.config import load_config
+from receval_spark.errors import SetupError, UserError
+
+EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
+HEADLINE_METRICS = ("ndcg", "map", "recall", "precision", "mrr")
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def new_run_id(now: dt.datetime) -> str:
+    """Sortable by start time, unique per run: ``20261129T185100Z-1a2b3c4d``."""
+    return f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="receval_spark")
+def cli() -> None:
+    """Offline evaluation of recommender systems on Spark."""
+
+
+@cli.command()
+@click.option("--config", "config_path", required=True, help="YAML job configuration.")
+@click.option(
+    "--set", "overrides", multiple=True, metavar="KEY=VALUE",
+    help="Override a config key (dotted, value parsed as YAML); repeatable.",
+)
+def evaluate(config_path: str, overrides: tuple[str, ...]) -> int:
+    """Split, score every configured model and write the reports for run.date."""
+    config = load_config(config_path, overrides)
+    from pyspark.sql import SparkSession  # imported late: --help and config errors stay fast
+
+    from receval_spark.pipeline import run_job
+    from receval_spark.session import build_session
+
+    started = utc_now()
+    run_date = config.run.date or started.date()
+    run_id = new_run_id(started)
+    owns_session = SparkSession.getActiveSession() is None
+    spark = build_session(config.spark, app_name=f"receval:{config.run.name}")
+    try:
+        evaluation = run_job(spark, config, run_id=run_id, run_date=run_date, clock=utc_now)
+    finally:
+        if owns_session:
+            spark.stop()
+    click.echo(f"run {run_id} ({run_date}): {evaluation.n_users_evaluated} users evaluated; "
+               f"reports in {config.output.path}")
+    for row in sorted(evaluation.metrics, key=lambda r: (r.model, r.metric, r.k or 0)):
+        if row.segment == "all" and row.metric in HEADLINE_METRICS:
+            click.echo(f"  {row.model:<16} {row.metric + '@' + str(row.k):<14} {row.value:.4f}")
+    for warning in evaluation.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    failed = [c for c in evaluation.checks if not c.passed]
+    for check in failed:
+        click.echo(f"error: check {check.name} failed: {check.detail}", err=True)
+    return EXIT_FAILURE if failed else EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line and return its exit status (never raises)."""
+    try:
+        result = cli.main(args=list(argv) if argv is not None else None, prog_name="receval",
+                          standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        return EXIT_BAD_INPUT
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return EXIT_FAILURE
+    except UserError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return EXIT_BAD_INPUT
+    except SetupError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return EXIT_FAILURE
+    except Exception:
+        traceback.print_exc()
+        click.echo("error: the job failed (see above); no report was written or changed.", err=True)
+        return EXIT_FAILURE
+    return result if isinstance(result, int) else EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

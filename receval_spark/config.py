@@ -1,0 +1,384 @@
+"""Typed, validated job configuration: YAML loading, ``--set`` overrides, path resolution.
+
+No Spark import here: a configuration is checked completely before a session starts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlparse
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from receval_spark.errors import ConfigError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RunConfig(_Strict):
+    name: str = "receval"
+    date: dt.date | None = None  # defaults to today (UTC) when the job starts
+
+
+class SparkConfig(_Strict):
+    master: str = "local[*]"
+    remote: str | None = None  # sc://host:15002 for Spark Connect
+    conf: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+
+class OutputConfig(_Strict):
+    path: str = "reports"
+    per_user: bool = False
+
+
+class _FileSource(_Strict):
+    """Where a table lives and how to parse it (CSV options apply to ``format: csv`` only)."""
+
+    path: str
+    format: Literal["parquet", "csv"] = "parquet"
+    header: bool = True
+    delimiter: str = ","
+    encoding: str = "UTF-8"
+    column_names: list[str] | None = None  # names for a CSV without a header row
+
+
+class InteractionColumns(_Strict):
+    user: str = "user_id"
+    item: str = "item_id"
+    timestamp: str | None = "timestamp"
+    rating: str | None = None
+
+
+class InteractionsSource(_FileSource):
+    columns: InteractionColumns = Field(default_factory=InteractionColumns)
+    timestamp_unit: Literal["s", "ms"] = "s"
+
+
+class ItemColumns(_Strict):
+    item: str = "item_id"
+    category: str | None = None
+    embedding: str | None = None
+
+
+class ItemsSource(_FileSource):
+    columns: ItemColumns = Field(default_factory=ItemColumns)
+    category_separator: str | None = None
+
+
+class DataConfig(_Strict):
+    interactions: InteractionsSource
+    items: ItemsSource | None = None
+
+
+Timepoint = dt.datetime | dt.date | float
+
+
+class GlobalTemporalSplit(_Strict):
+    """train: timestamp < cutoff; test: timestamp >= cutoff (optional earlier validation cut)."""
+
+    method: Literal["global_temporal"]
+    cutoff: Timepoint | None = None
+    quantile: float | None = Field(default=None, gt=0.0, lt=1.0)
+    validation_cutoff: Timepoint | None = None
+    validation_quantile: float | None = Field(default=None, gt=0.0, lt=1.0)
+
+    @model_validator(mode="after")
+    def _one_cut_each(self) -> GlobalTemporalSplit:
+        if (self.cutoff is None) == (self.quantile is None):
+            raise ValueError("give exactly one of split.cutoff or split.quantile")
+        if self.validation_cutoff is not None and self.validation_quantile is not None:
+            raise ValueError("give at most one of split.validation_cutoff or split.validation_quantile")
+        if (
+            self.quantile is not None
+            and self.validation_quantile is not None
+            and self.validation_quantile >= self.quantile
+        ):
+            raise ValueError("split.validation_quantile must be smaller than split.quantile")
+        return self
+
+
+class LeaveLastNSplit(_Strict):
+    """Each user's last n interactions (by timestamp, ties by item id) are test."""
+
+    method: Literal["leave_last_n"]
+    n: int = Field(default=1, ge=1)
+
+
+class UserRandomSplit(_Strict):
+    """A seeded random fraction of each user's interactions is test (leaky: ignores time)."""
+
+    method: Literal["user_random"]
+    fraction: float = Field(default=0.2, gt=0.0, lt=1.0)
+    seed: int = 42
+
+
+class UserHoldoutSplit(_Strict):
+    """A seeded fraction of users goes wholly to test (cold-start scenario)."""
+
+    method: Literal["user_holdout"]
+    fraction: float = Field(default=0.2, gt=0.0, lt=1.0)
+    seed: int = 42
+
+
+SplitConfig = Annotated[
+    GlobalTemporalSplit | LeaveLastNSplit | UserRandomSplit | UserHoldoutSplit,
+    Field(discriminator="method"),
+]
+
+
+class RelevanceConfig(_Strict):
+    kind: Literal["implicit", "threshold", "graded"] = "implicit"
+    threshold: float | None = None
+    grades: dict[float, float] | None = None  # graded: rating -> grade; unmapped ratings get 0
+
+    @model_validator(mode="after")
+    def _threshold_for_threshold(self) -> RelevanceConfig:
+        if self.kind == "threshold" and self.threshold is None:
+            raise ValueError("relevance.kind=threshold needs relevance.threshold")
+        if self.kind != "threshold" and self.threshold is not None:
+            raise ValueError("relevance.threshold only applies to relevance.kind=threshold")
+        if self.kind != "graded" and self.grades is not None:
+            raise ValueError("relevance.grades only applies to relevance.kind=graded")
+        return self
+
+
+Segment = Literal["warm", "cold"]
+
+
+class EvaluationConfig(_Strict):
+    k: list[Annotated[int, Field(ge=1, le=1000)]] = Field(default_factory=lambda: [5, 10, 20])
+    filter_seen: bool = True
+    baseline: str = "popularity"
+    min_users: int = Field(default=100, ge=0)
+    segments: list[Segment] = Field(default_factory=lambda: ["warm", "cold"])
+
+    @field_validator("k")
+    @classmethod
+    def _sorted_unique(cls, ks: list[int]) -> list[int]:
+        if not ks:
+            raise ValueError("evaluation.k needs at least one cut-off")
+        return sorted(set(ks))
+
+
+class RecommendationColumns(_Strict):
+    user: str = "user_id"
+    item: str = "item_id"
+    score: str | None = "score"
+    rank: str | None = None
+
+    @model_validator(mode="after")
+    def _score_or_rank(self) -> RecommendationColumns:
+        if (self.score is None) == (self.rank is None):
+            raise ValueError("map exactly one of columns.score or columns.rank (set the other to null)")
+        return self
+
+
+class PopularityModel(_Strict):
+    """Score = number of distinct train users of the item; ties by item id ascending."""
+
+    name: str
+    kind: Literal["popularity"]
+
+
+class RandomModel(_Strict):
+    """Seeded uniform random items from the train catalogue, independent of partitioning."""
+
+    name: str
+    kind: Literal["random"]
+    seed: int = 42
+
+
+class OracleModel(_Strict):
+    """Each user's relevant test items, best grade first: the sanity upper bound."""
+
+    name: str
+    kind: Literal["oracle"]
+
+
+class ExternalModel(_FileSource):
+    """Recommendations computed elsewhere: user, item and a score (higher better) or rank (1 best)."""
+
+    name: str
+    kind: Literal["external"]
+    columns: RecommendationColumns = Field(default_factory=RecommendationColumns)
+
+
+ModelConfig = Annotated[
+    PopularityModel | RandomModel | OracleModel | ExternalModel, Field(discriminator="kind")
+]
+
+
+class JobConfig(_Strict):
+    run: RunConfig = Field(default_factory=RunConfig)
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+    output: OutputConfig = Field(default_factory=OutputConfig)
+    data: DataConfig
+    split: SplitConfig
+    relevance: RelevanceConfig = Field(default_factory=RelevanceConfig)
+    evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
+    models: list[ModelConfig]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> JobConfig:
+        names = [m.name for m in self.models]
+        if not names:
+            raise ValueError("models: configure at least one model")
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        if duplicated:
+            raise ValueError(f"models: model names must be unique, repeated: {duplicated}")
+        if self.evaluation.baseline not in names:
+            raise ValueError(
+                f"evaluation.baseline: {self.evaluation.baseline!r} is not a configured model "
+                f"(models: {names})"
+            )
+        needs_time = isinstance(self.split, GlobalTemporalSplit | LeaveLastNSplit)
+        if needs_time and self.data.interactions.columns.timestamp is None:
+            raise ValueError(
+                f"split.method: {self.split.method} needs data.interactions.columns.timestamp"
+            )
+        if self.relevance.kind != "implicit" and self.data.interactions.columns.rating is None:
+            raise ValueError(
+                f"relevance.kind: {self.relevance.kind} needs data.interactions.columns.rating"
+            )
+        return self
+
+
+_PATH_KEYS: tuple[tuple[str, ...], ...] = (
+    ("output", "path"),
+    ("data", "interactions", "path"),
+    ("data", "items", "path"),
+)
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> JobConfig:
+    """Read a YAML config, apply ``KEY=VALUE`` overrides, resolve paths and validate.
+
+    Relative paths written in the file resolve against the file's folder; relative paths
+    given with ``--set`` resolve against the current directory. Local input paths must exist.
+    """
+    config_path = Path(path)
+    try:
+        raw = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"--config: cannot read {config_path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--config: {config_path} is not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"--config: {config_path} must hold a mapping of sections (run, data, ...)")
+    _resolve_paths(raw, base=config_path.resolve().parent)
+    for override in overrides:
+        _apply_override(raw, override)
+    _resolve_paths(raw, base=Path.cwd())
+    config = validate_config(raw)
+    _check_input_paths(config)
+    return config
+
+
+def validate_config(raw: dict[str, Any]) -> JobConfig:
+    """Validate a raw mapping into a JobConfig, naming the offending key on failure."""
+    try:
+        return JobConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc)) from exc
+
+
+def _describe(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"] if not _is_union_tag(p))
+        message = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            message = "unknown key (check its spelling against the README's config reference)"
+        elif err["type"] == "missing":
+            message = "required key is missing"
+        lines.append(f"{key or 'config'}: {message}")
+    return "invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def _is_union_tag(part: object) -> bool:
+    return isinstance(part, str) and part in {
+        "global_temporal", "leave_last_n", "user_random", "user_holdout",
+        "popularity", "random", "oracle", "external",
+    }
+
+
+def _apply_override(raw: dict[str, Any], override: str) -> None:
+    """Set a dotted key (list positions as numbers: ``models.3.path``) to a YAML-parsed value."""
+    key, sep, text = override.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"--set {override!r}: expected KEY=VALUE, e.g. --set evaluation.k=[5,10]")
+    try:
+        value = yaml.safe_load(text) if text else None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--set {key}: value is not valid YAML: {exc}") from exc
+    parts = key.split(".")
+    node: Any = raw
+    for i, part in enumerate(parts[:-1]):
+        node = _child(node, part, ".".join(parts[: i + 1]))
+    last = parts[-1]
+    if isinstance(node, list):
+        node[_index(node, last, key)] = value
+    elif isinstance(node, dict):
+        node[last] = value
+    else:
+        raise ConfigError(f"--set {key}: {'.'.join(parts[:-1])} is not a section")
+
+
+def _child(node: Any, part: str, key: str) -> Any:
+    if isinstance(node, list):
+        return node[_index(node, part, key)]
+    if not isinstance(node, dict):
+        raise ConfigError(f"--set {key}: parent is not a section")
+    return node.setdefault(part, {})
+
+
+def _index(node: list[Any], part: str, key: str) -> int:
+    if not part.isdigit() or int(part) >= len(node):
+        raise ConfigError(f"--set {key}: {part!r} is not a position in a list of {len(node)}")
+    return int(part)
+
+
+def _is_local(path: str) -> bool:
+    scheme = urlparse(path).scheme
+    return scheme in ("", "file") or len(scheme) == 1  # a Windows drive letter is no scheme
+
+
+def _local_path(path: str) -> Path:
+    return Path(urlparse(path).path) if path.startswith("file:") else Path(path)
+
+
+def _resolve_paths(raw: dict[str, Any], *, base: Path) -> None:
+    """Make relative local paths absolute against ``base`` (URIs such as s3a:// are left alone)."""
+    def fix(node: Any, key: str) -> None:
+        if isinstance(node, dict) and isinstance(node.get(key), str):
+            value = node[key]
+            if _is_local(value) and not value.startswith("file:") and not Path(value).is_absolute():
+                node[key] = str((base / value).resolve())
+
+    for keys in _PATH_KEYS:
+        node: Any = raw
+        for part in keys[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        fix(node, keys[-1])
+    for model in raw.get("models") or []:
+        fix(model, "path")
+
+
+def _check_input_paths(config: JobConfig) -> None:
+    sources: list[tuple[str, str]] = [("data.interactions.path", config.data.interactions.path)]
+    if config.data.items is not None:
+        sources.append(("data.items.path", config.data.items.path))
+    sources += [
+        (f"models.{i}.path ({m.name})", m.path)
+        for i, m in enumerate(config.models)
+        if isinstance(m, ExternalModel)
+    ]
+    for key, path in sources:
+        if _is_local(path) and not _local_path(path).exists():
+            raise ConfigError(f"{key}: {path} does not exist; point it at a readable file or folder")

@@ -1,0 +1,127 @@
+"""All reading and writing: input tables, and Parquet reports committed atomically per run date.
+
+Report commit protocol (one run date, all datasets together or none):
+1. every dataset is written by Spark under ``<output>/_staging/<run_id>/<dataset>/run_date=D``;
+2. a ``_COMMITTED`` marker is written into ``_staging/<run_id>``: from here the run wins;
+3. for each dataset the old ``<dataset>/run_date=D`` (if any) is renamed into
+   ``_trash/<run_id>/`` and the staged one renamed into its place; then trash and staging go.
+A run that dies before step 2 leaves only an ignored ``_staging`` folder (names starting with
+``_`` are invisible to Spark readers); one that dies during step 3 is rolled forward by the
+next commit to the same output path. Other dates are never touched.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import urlparse
+
+from pyarrow import fs as pafs
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+
+from receval_spark.config import _FileSource
+from receval_spark.errors import InputError
+
+REPORT_DATASETS = ("metrics", "comparisons", "per_user", "runs")
+_MARKER = "_COMMITTED"
+
+
+def to_uri(path: str) -> str:
+    """A Hadoop-style URI: local paths become ``file://`` URIs, other schemes pass through."""
+    scheme = urlparse(path).scheme
+    if scheme and len(scheme) > 1:
+        return path
+    return Path(path).resolve().as_uri()
+
+
+def read_table(spark: SparkSession, source: _FileSource, *, key: str) -> DataFrame:
+    """Read a Parquet or CSV table as declared in the config (CSV types are inferred)."""
+    uri = to_uri(source.path)
+    try:
+        if source.format == "csv":
+            df = spark.read.csv(
+                uri,
+                header=source.header,
+                sep=source.delimiter,
+                encoding=source.encoding,
+                inferSchema=True,
+                mode="FAILFAST",
+            )
+        else:
+            df = spark.read.parquet(uri)
+    except AnalysisException as exc:
+        reason = str(exc).strip().splitlines()[0]
+        raise InputError(f"{key}: cannot read {source.path} as {source.format}: {reason}") from exc
+    if source.column_names is not None:
+        if len(source.column_names) != len(df.columns):
+            raise InputError(
+                f"{key}.column_names: {len(source.column_names)} names given but the file has "
+                f"{len(df.columns)} columns (delimiter {source.delimiter!r}); list one name a column."
+            )
+        df = df.toDF(*source.column_names)
+    return df
+
+
+def write_reports(
+    tables: Mapping[str, DataFrame], *, output_path: str, run_date: str, run_id: str
+) -> None:
+    """Write the report datasets for ``run_date`` and commit them together (see module doc)."""
+    unknown = set(tables) - set(REPORT_DATASETS)
+    if unknown:
+        raise ValueError(f"unknown report datasets {sorted(unknown)}")
+    root = to_uri(output_path).rstrip("/")
+    filesystem, root_path = pafs.FileSystem.from_uri(root)
+    staging = f"{root_path}/_staging/{run_id}"
+    try:
+        for name, table in tables.items():
+            table.write.mode("errorifexists").parquet(f"{root}/_staging/{run_id}/{name}/run_date={run_date}")
+        with filesystem.open_output_stream(f"{staging}/{_MARKER}") as marker:
+            marker.write(json.dumps({"run_date": run_date, "written": sorted(tables)}).encode())
+    except BaseException:
+        _delete_dir(filesystem, staging)
+        raise
+    _roll_forward(filesystem, root_path)
+
+
+def _roll_forward(filesystem: pafs.FileSystem, root_path: str) -> None:
+    """Finish every committed staging folder under the output root, oldest run first.
+
+    Idempotent: a dataset whose staged partition is gone was already promoted.
+    """
+    selector = pafs.FileSelector(f"{root_path}/_staging", allow_not_found=True)
+    runs = sorted(
+        (info for info in filesystem.get_file_info(selector) if info.type == pafs.FileType.Directory),
+        key=lambda info: info.base_name,
+    )
+    for info in runs:
+        marker = f"{info.path}/{_MARKER}"
+        if not _exists(filesystem, marker):
+            continue
+        with filesystem.open_input_stream(marker) as stream:
+            manifest = json.loads(stream.read())
+        partition = f"run_date={manifest['run_date']}"
+        trash = f"{root_path}/_trash/{info.base_name}"
+        for name in REPORT_DATASETS:
+            staged = f"{info.path}/{name}/{partition}"
+            target = f"{root_path}/{name}/{partition}"
+            if name in manifest["written"] and not _exists(filesystem, staged):
+                continue  # promoted before
+            if _exists(filesystem, target):
+                filesystem.create_dir(f"{trash}/{name}", recursive=True)
+                filesystem.move(target, f"{trash}/{name}/{partition}")
+            if name in manifest["written"]:
+                filesystem.create_dir(f"{root_path}/{name}", recursive=True)
+                filesystem.move(staged, target)
+        _delete_dir(filesystem, trash)
+        _delete_dir(filesystem, info.path)
+
+
+def _exists(filesystem: pafs.FileSystem, path: str) -> bool:
+    return filesystem.get_file_info(path).type != pafs.FileType.NotFound
+
+
+def _delete_dir(filesystem: pafs.FileSystem, path: str) -> None:
+    if _exists(filesystem, path):
+        filesystem.delete_dir(path)

@@ -1,0 +1,1 @@
+"""Metric families: per-user tables and their aggregates."""

@@ -1,0 +1,112 @@
+r"""Ranking accuracy per user at every k in one pass, and their macro averages (DESIGN §5).
+
+With R_k(u) the top-k list, rel_i = 1 if the item at rank i is in Rel(u), g_i its grade:
+
+.. math::
+
+    P@k = hits@k / k \qquad R@k = hits@k / |Rel(u)| \qquad HR@k = [hits@k \ge 1]
+
+    MRR@k = 1 / \min\{i \le k : rel_i = 1\} \ (0 \text{ if none})
+
+    AP@k = \frac{1}{\min(k, |Rel(u)|)} \sum_{i \le k} P@i \cdot rel_i
+
+    NDCG@k = \frac{\sum_{i \le k} (2^{g_i} - 1) / \log_2(i + 1)}{IDCG@k}
+    \qquad ARHR@k = \frac{1}{|Rel(u)|} \sum_{i \le k} rel_i / i
+
+    F1@k = 2 P R / (P + R) \ (0 \text{ when both are } 0)
+
+Only recommended *relevant* items carry signal, so the work is a join of the top-k lists with
+Rel(u), a window over those hits, and one aggregation by (user, k); P@i at a hit of rank i is
+(number of hits at rank <= i) / i. Users in Rel with no recommendation score 0 everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from receval_spark.schema import GRADE, ITEM, RANK, USER
+
+ACCURACY_METRICS = ("precision", "recall", "hit_rate", "mrr", "map", "ndcg", "arhr", "f1")
+
+
+def _gain(grade: Column) -> Column:
+    """Exponential gain 2^g - 1 (1 for binary relevance)."""
+    return F.pow(F.lit(2.0), grade) - F.lit(1.0)
+
+
+def _discount(position: Column) -> Column:
+    return F.log2(position.cast("double") + F.lit(1.0))
+
+
+def _explode_ks(df: DataFrame, position: str, ks: Sequence[int]) -> DataFrame:
+    """One row per k >= position: the row counts towards every cut-off that includes it."""
+    exploded = df.withColumn("k", F.explode(F.array(*[F.lit(int(k)) for k in ks])))
+    return exploded.filter(F.col(position) <= F.col("k"))
+
+
+def ideal_dcg(truth: DataFrame, *, ks: Sequence[int]) -> DataFrame:
+    """(user_id, k, n_relevant, idcg): |Rel(u)| and the DCG of u's grades sorted descending, cut at k."""
+    best_first = Window.partitionBy(USER).orderBy(F.col(GRADE).desc(), F.col(ITEM).asc())
+    ideal = truth.select(
+        USER,
+        GRADE,
+        F.row_number().over(best_first).alias("_position"),
+        F.count(F.lit(1)).over(Window.partitionBy(USER)).alias("n_relevant"),
+    )
+    return (
+        _explode_ks(ideal, "_position", ks)
+        .groupBy(USER, "k")
+        .agg(
+            F.first("n_relevant").alias("n_relevant"),
+            F.sum(_gain(F.col(GRADE)) / _discount(F.col("_position"))).alias("idcg"),
+        )
+    )
+
+
+def hit_statistics(ranked: DataFrame, truth: DataFrame, *, ks: Sequence[int]) -> DataFrame:
+    """(user_id, k, hits, first_hit, precision_sum, dcg, reciprocal_sum) over ranks <= k."""
+    hits = ranked.select(USER, ITEM, RANK).join(truth.select(USER, ITEM, GRADE), on=[USER, ITEM])
+    by_rank = Window.partitionBy(USER).orderBy(F.col(RANK))
+    hits = hits.withColumn("_hits_so_far", F.row_number().over(by_rank))
+    rank = F.col(RANK).cast("double")
+    return (
+        _explode_ks(hits, RANK, ks)
+        .groupBy(USER, "k")
+        .agg(
+            F.count(F.lit(1)).alias("hits"),
+            F.min(RANK).alias("first_hit"),
+            F.sum(F.col("_hits_so_far") / rank).alias("precision_sum"),
+            F.sum(_gain(F.col(GRADE)) / _discount(F.col(RANK))).alias("dcg"),
+            F.sum(F.lit(1.0) / rank).alias("reciprocal_sum"),
+        )
+    )
+
+
+def per_user_accuracy(ranked: DataFrame, truth: DataFrame, *, ks: Sequence[int]) -> DataFrame:
+    """(user_id, k, <one column per ACCURACY_METRICS>) for every evaluated user and k.
+
+    ``ranked``: (user_id, item_id, rank) with rank 1..max(ks); ``truth``: (user_id, item_id,
+    grade > 0). Evaluated users are the users of ``truth``; those without a hit score 0.
+    Precision divides by k even where the list is shorter than k.
+    """
+    joined = ideal_dcg(truth, ks=ks).join(hit_statistics(ranked, truth, ks=ks), on=[USER, "k"], how="left")
+    hits = F.coalesce(F.col("hits"), F.lit(0)).cast("double")
+    k = F.col("k").cast("double")
+    n_rel = F.col("n_relevant").cast("double")
+    precision = hits / k
+    recall = hits / n_rel
+    return joined.select(
+        USER,
+        F.col("k").cast("int").alias("k"),
+        precision.alias("precision"),
+        recall.alias("recall"),
+        F.when(hits > 0, 1.0).otherwise(0.0).alias("hit_rate"),
+        F.coalesce(F.lit(1.0) / F.col("first_hit"), F.lit(0.0)).alias("mrr"),
+        (F.coalesce(F.col("precision_sum"), F.lit(0.0)) / F.least(k, n_rel)).alias("map"),
+        (F.coalesce(F.col("dcg"), F.lit(0.0)) / F.col("idcg")).alias("ndcg"),
+        (F.coalesce(F.col("reciprocal_sum"), F.lit(0.0)) / n_rel).alias("arhr"),
+        F.when(hits > 0, 2 * precision * recall / (precision + recall)).otherwise(0.0).alias("f1"),
+    )

@@ -1,0 +1,51 @@
+"""Seeded random baseline: uniform draws from the train catalogue, per user, without replacement."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from receval_spark.models.common import ranks_needed
+from receval_spark.schema import ITEM, SCORE, USER
+from receval_spark.split import seeded_hash
+
+_OVERSAMPLE = 2
+_EXTRA_DRAWS = 10
+
+
+def random_candidates(
+    history: DataFrame, users: DataFrame, *, k: int, seen: DataFrame | None, seed: int
+) -> DataFrame:
+    """Random items for each user; the same output for any partitioning or input order.
+
+    Draw j (j = 1..2·(k + |seen(u)|) + 10) of user u is catalogue item number
+    hash(seed, u, j) mod |I|, items numbered by id. Repeated items keep their first draw and
+    score = -j, so the ranking is the draw order: a uniform sample without replacement,
+    without scoring users x items. With a catalogue barely larger than k + |seen(u)| a user
+    may get fewer than k items.
+    """
+    catalogue = history.select(ITEM).distinct()
+    numbered = catalogue.withColumn(
+        "_index", F.row_number().over(Window.orderBy(ITEM)) - 1
+    )  # catalogue-sized, once
+    size = catalogue.agg(F.count(F.lit(1)).alias("_n_items"))
+    draws = (
+        ranks_needed(users, k=k, seen=seen)
+        .select(
+            USER,
+            F.explode(
+                F.sequence(F.lit(1), F.col("_needed") * _OVERSAMPLE + _EXTRA_DRAWS)
+            ).alias("_draw"),
+        )
+        .crossJoin(F.broadcast(size))
+        .select(
+            USER,
+            "_draw",
+            F.pmod(seeded_hash(seed, USER, "_draw"), F.col("_n_items")).alias("_index"),
+        )
+    )
+    return (
+        draws.join(numbered, on="_index")
+        .groupBy(USER, ITEM)
+        .agg((-F.min("_draw")).cast("double").alias(SCORE))
+    )

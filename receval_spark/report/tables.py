@@ -1,0 +1,142 @@
+"""Report datasets as DataFrames with the schemas of CONTRACT.md (``metrics``, ``runs``, ``per_user``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from receval_spark.schema import USER
+
+METRICS_SCHEMA = T.StructType(
+    [
+        T.StructField("run_id", T.StringType(), False),
+        T.StructField("model", T.StringType(), False),
+        T.StructField("segment", T.StringType(), False),
+        T.StructField("protocol", T.StringType(), False),
+        T.StructField("metric", T.StringType(), False),
+        T.StructField("k", T.IntegerType(), True),
+        T.StructField("value", T.DoubleType(), True),
+        T.StructField("n_users", T.LongType(), False),
+        T.StructField("std", T.DoubleType(), True),
+        T.StructField("ci_low", T.DoubleType(), True),
+        T.StructField("ci_high", T.DoubleType(), True),
+    ]
+)
+
+CHECK_TYPE = T.StructType(
+    [
+        T.StructField("name", T.StringType(), False),
+        T.StructField("passed", T.BooleanType(), False),
+        T.StructField("detail", T.StringType(), True),
+    ]
+)
+
+RUNS_SCHEMA = T.StructType(
+    [
+        T.StructField("run_id", T.StringType(), False),
+        T.StructField("run_name", T.StringType(), False),
+        T.StructField("started_at", T.TimestampType(), False),
+        T.StructField("finished_at", T.TimestampType(), False),
+        T.StructField("status", T.StringType(), False),
+        T.StructField("config", T.StringType(), False),
+        T.StructField("split", T.StringType(), False),
+        T.StructField("n_users_evaluated", T.LongType(), False),
+        T.StructField("versions", T.StringType(), False),
+        T.StructField("checks", T.ArrayType(CHECK_TYPE, False), False),
+        T.StructField("warnings", T.ArrayType(T.StringType(), False), False),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    """One (model, segment, metric, k) aggregate."""
+
+    model: str
+    segment: str
+    metric: str
+    k: int | None
+    value: float | None
+    n_users: int
+    std: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    protocol: str = "full"
+
+
+@dataclass(frozen=True)
+class Check:
+    """A sanity check written into the run record."""
+
+    name: str
+    passed: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """Everything the ``runs`` dataset says about one run."""
+
+    run_id: str
+    run_name: str
+    started_at: dt.datetime
+    finished_at: dt.datetime
+    status: str
+    config: dict[str, Any]
+    split: dict[str, Any]
+    n_users_evaluated: int
+    versions: dict[str, str]
+    checks: Sequence[Check] = field(default_factory=tuple)
+    warnings: Sequence[str] = field(default_factory=tuple)
+
+
+def metrics_table(spark: SparkSession, rows: Sequence[MetricRow], *, run_id: str) -> DataFrame:
+    """The ``metrics`` dataset for one run, ordered by model, segment, metric, k."""
+    data = [
+        (run_id, r.model, r.segment, r.protocol, r.metric, r.k, _finite(r.value), r.n_users,
+         _finite(r.std), _finite(r.ci_low), _finite(r.ci_high))
+        for r in sorted(rows, key=lambda r: (r.model, r.segment, r.metric, r.k or 0))
+    ]
+    return spark.createDataFrame(data, METRICS_SCHEMA)
+
+
+def runs_table(spark: SparkSession, record: RunRecord) -> DataFrame:
+    """The ``runs`` dataset: one row for one run."""
+    row = (
+        record.run_id,
+        record.run_name,
+        record.started_at,
+        record.finished_at,
+        record.status,
+        json.dumps(record.config, sort_keys=True, default=str),
+        json.dumps(record.split, sort_keys=True, default=str),
+        record.n_users_evaluated,
+        json.dumps(record.versions, sort_keys=True),
+        [(c.name, c.passed, c.detail) for c in record.checks],
+        list(record.warnings),
+    )
+    return spark.createDataFrame([row], RUNS_SCHEMA)
+
+
+def per_user_table(per_user_long: DataFrame, *, run_id: str) -> DataFrame:
+    """The ``per_user`` dataset: run_id, model, segment, user_id (string), metric, k, value."""
+    return per_user_long.select(
+        F.lit(run_id).alias("run_id"),
+        "model",
+        "segment",
+        F.col(USER).cast("string").alias(USER),
+        "metric",
+        F.col("k").cast("int").alias("k"),
+        F.col("value").cast("double").alias("value"),
+    )
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or value != value else float(value)

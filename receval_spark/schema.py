@@ -1,0 +1,189 @@
+"""Canonical column names, mapping of source columns onto them, and input validation.
+
+Every table inside the job uses the canonical names below; the user's names appear only
+in the config. Validation runs one aggregation per input and raises ``InputError`` naming
+the problem and the fix.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from receval_spark.config import InteractionColumns, RecommendationColumns
+from receval_spark.errors import InputError
+
+USER = "user_id"
+ITEM = "item_id"
+TIMESTAMP = "timestamp"
+RATING = "rating"
+SCORE = "score"
+RANK = "rank"
+GRADE = "grade"
+
+_ID_TYPES = (T.IntegerType, T.LongType, T.ShortType, T.ByteType, T.StringType)
+
+
+def require_columns(df: DataFrame, columns: dict[str, str | None], *, source: str) -> None:
+    """Raise InputError when a mapped column is absent from ``df``."""
+    present = set(df.columns)
+    for role, name in columns.items():
+        if name is not None and name not in present:
+            raise InputError(
+                f"{source}: column {name!r} (mapped as {role}) is missing; the table has "
+                f"{sorted(present)}. Fix {source}.columns.{role} in the config."
+            )
+
+
+def canonical_interactions(
+    raw: DataFrame, *, columns: InteractionColumns, timestamp_unit: str, source: str
+) -> DataFrame:
+    """Select and rename the mapped columns to user_id, item_id, timestamp, rating.
+
+    Timestamps may be epoch seconds, epoch milliseconds (``timestamp_unit: ms``), a date, a
+    timestamp, or an ISO-8601 string; they become a UTC timestamp. An unmapped timestamp or
+    rating becomes a typed null column so every later step sees one schema.
+    """
+    require_columns(raw, columns.model_dump(), source=source)
+    types = dict(raw.dtypes)
+    for role in ("user", "item"):
+        name = getattr(columns, role)
+        field_type = raw.schema[name].dataType
+        if not isinstance(field_type, _ID_TYPES):
+            raise InputError(
+                f"{source}: column {name!r} ({role} id) has type {types[name]}; ids must be "
+                "integers or strings. Cast it when you write the table."
+            )
+    timestamp = (
+        _to_timestamp(F.col(columns.timestamp), raw.schema[columns.timestamp].dataType,
+                      timestamp_unit, source=source, name=columns.timestamp)
+        if columns.timestamp
+        else F.lit(None).cast("timestamp")
+    )
+    rating = F.col(columns.rating).cast("double") if columns.rating else F.lit(None).cast("double")
+    return raw.select(
+        F.col(columns.user).alias(USER),
+        F.col(columns.item).alias(ITEM),
+        timestamp.alias(TIMESTAMP),
+        rating.alias(RATING),
+    )
+
+
+def _to_timestamp(
+    col: Column, data_type: T.DataType, unit: str, *, source: str, name: str
+) -> Column:
+    if isinstance(data_type, T.TimestampType | T.TimestampNTZType | T.DateType):
+        return col.cast("timestamp")
+    if isinstance(data_type, T.NumericType):
+        return F.timestamp_millis(col.cast("long")) if unit == "ms" else F.timestamp_seconds(col)
+    if isinstance(data_type, T.StringType):
+        return F.to_timestamp(col)
+    raise InputError(
+        f"{source}: column {name!r} (timestamp) has type {data_type.simpleString()}; use epoch "
+        "seconds, epoch milliseconds (timestamp_unit: ms), a date or a timestamp."
+    )
+
+
+def validate_interactions(
+    interactions: DataFrame, *, columns: InteractionColumns, source: str
+) -> int:
+    """Check canonical interactions in one pass and return their row count.
+
+    Errors: no rows; null user or item ids; null or unparseable timestamps (when mapped);
+    null, NaN or infinite ratings (when mapped). Duplicate (user, item) rows are legal.
+    """
+    checks: dict[str, Column] = {
+        f"{columns.user} (user id) has null values": F.col(USER).isNull(),
+        f"{columns.item} (item id) has null values": F.col(ITEM).isNull(),
+    }
+    if columns.timestamp:
+        checks[f"{columns.timestamp} (timestamp) has null or unparseable values"] = F.col(
+            TIMESTAMP
+        ).isNull()
+    if columns.rating:
+        checks[f"{columns.rating} (rating) has null, NaN or infinite values"] = _not_finite(RATING)
+    counts = _count_where(interactions, checks)
+    if counts["__rows"] == 0:
+        raise InputError(f"{source}: the table has no rows; point {source}.path at the real log.")
+    _raise_on_counts(counts, source=source, fix="clean or drop those rows before evaluating")
+    return counts["__rows"]
+
+
+def canonical_recommendations(
+    raw: DataFrame,
+    *,
+    columns: RecommendationColumns,
+    user_type: T.DataType,
+    item_type: T.DataType,
+    source: str,
+) -> DataFrame:
+    """Map an external model's table to user_id, item_id, score (higher is better).
+
+    A rank column (1 is best) becomes ``score = -rank``. Ids are cast to the interaction
+    log's id types so the two join.
+    """
+    require_columns(raw, columns.model_dump(), source=source)
+    score = F.col(columns.score).cast("double") if columns.score else -F.col(columns.rank).cast(
+        "double"
+    )
+    return raw.select(
+        F.col(columns.user).cast(user_type).alias(USER),
+        F.col(columns.item).cast(item_type).alias(ITEM),
+        score.alias(SCORE),
+        F.col(columns.user).isNotNull().alias("_user_given"),
+        F.col(columns.item).isNotNull().alias("_item_given"),
+    )
+
+
+def validate_recommendations(recs: DataFrame, *, columns: RecommendationColumns, source: str) -> DataFrame:
+    """Check an external model's canonical table and return it without the helper columns.
+
+    Errors: null ids; ids that do not convert to the interaction log's id type; null, NaN or
+    infinite scores or ranks; more than one row for one (user, item).
+    """
+    value = columns.score or columns.rank
+    counts = _count_where(
+        recs,
+        {
+            f"{columns.user} (user id) has null values": ~F.col("_user_given"),
+            f"{columns.item} (item id) has null values": ~F.col("_item_given"),
+            f"{columns.user} (user id) has values of another type than the log's user ids": (
+                F.col("_user_given") & F.col(USER).isNull()
+            ),
+            f"{columns.item} (item id) has values of another type than the log's item ids": (
+                F.col("_item_given") & F.col(ITEM).isNull()
+            ),
+            f"{value} has null, NaN or infinite values": _not_finite(SCORE),
+        },
+    )
+    _raise_on_counts(counts, source=source, fix="fix the model's output before evaluating it")
+    duplicated = recs.groupBy(USER, ITEM).count().filter(F.col("count") > 1).limit(3).collect()
+    if duplicated:
+        examples = ", ".join(f"({r[USER]}, {r[ITEM]})" for r in duplicated)
+        raise InputError(
+            f"{source}: more than one row for the same (user, item), e.g. {examples}; "
+            "keep one row per (user, item), e.g. the best score."
+        )
+    return recs.drop("_user_given", "_item_given")
+
+
+def _not_finite(name: str) -> Column:
+    col = F.col(name)
+    return col.isNull() | F.isnan(col) | (F.abs(col) == float("inf"))
+
+
+def _count_where(df: DataFrame, checks: dict[str, Column]) -> dict[str, int]:
+    aggregates = [F.count(F.lit(1)).alias("__rows")] + [
+        F.count(F.when(condition, True)).alias(f"c{i}") for i, condition in enumerate(checks.values())
+    ]
+    row = df.agg(*aggregates).collect()[0]  # a global aggregate: exactly one row
+    counts = {"__rows": int(row["__rows"])}
+    counts.update({name: int(row[f"c{i}"]) for i, name in enumerate(checks)})
+    return counts
+
+
+def _raise_on_counts(counts: dict[str, int], *, source: str, fix: str) -> None:
+    problems = [f"{name} ({n} rows)" for name, n in counts.items() if name != "__rows" and n]
+    if problems:
+        raise InputError(f"{source}: " + "; ".join(problems) + f"; {fix}.")

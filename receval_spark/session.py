@@ -1,0 +1,75 @@
+"""The one place a SparkSession is built."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+
+from pyspark.sql import SparkSession
+
+from receval_spark.config import SparkConfig
+from receval_spark.errors import SetupError
+
+# Defaults sized for the small-to-medium jobs this tool runs; the config's spark.conf wins.
+# AQE coalesces shuffle partitions to the data, so a modest fixed count is safe on large jobs too.
+DEFAULT_CONF: Mapping[str, str] = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.adaptive.coalescePartitions.enabled": "true",
+    "spark.sql.shuffle.partitions": "16",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+
+
+def under_spark_submit() -> bool:
+    """True when this Python process was launched by spark-submit (it hands us its gateway)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def build_session(config: SparkConfig, *, app_name: str) -> SparkSession:
+    """Return the session the job runs on.
+
+    Under spark-submit: the session spark-submit provides; its master is never overridden.
+    With ``remote``: a Spark Connect client. Otherwise: a local session on ``config.master``,
+    with Python workers pinned to this interpreter so they see the same packages.
+    """
+    settings = {**DEFAULT_CONF, **{k: _text(v) for k, v in config.conf.items()}}
+    if config.remote:
+        builder = SparkSession.builder.remote(config.remote)
+    elif under_spark_submit():
+        builder = SparkSession.builder
+    else:
+        _require_java()
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        builder = SparkSession.builder.master(config.master)
+    builder = builder.appName(app_name)
+    if config.remote:
+        session = builder.getOrCreate()
+        for key, value in settings.items():
+            if not key.startswith("spark.sql.execution.arrow"):
+                session.conf.set(key, value)
+        return session
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    for key, value in settings.items():
+        if key.startswith("spark.sql."):
+            session.conf.set(key, value)  # runtime SQL settings also apply to a reused session
+    return session
+
+
+def _text(value: str | int | float | bool) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _require_java() -> None:
+    if os.environ.get("JAVA_HOME") or shutil.which("java"):
+        return
+    raise SetupError(
+        "Java was not found: local Spark needs Java 17 or newer. Install it "
+        "(e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME, "
+        "or point spark.remote at a Spark Connect server."
+    )

@@ -1,0 +1,34 @@
+"""Top-k ranking: deterministic order, seen-item filtering, one window for every k (DESIGN §4)."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from receval_spark.schema import ITEM, RANK, SCORE, USER
+
+
+def filter_seen_items(candidates: DataFrame, seen: DataFrame) -> DataFrame:
+    """Drop each user's candidates that the user interacted with in ``seen`` (user_id, item_id)."""
+    return candidates.join(seen.select(USER, ITEM).distinct(), on=[USER, ITEM], how="left_anti")
+
+
+def top_k(candidates: DataFrame, *, k: int) -> DataFrame:
+    """R_k(u): (user_id, item_id, score, rank) with rank 1..k per user.
+
+    Order: score descending, ties by item id ascending, so the result is the same for any
+    partitioning or input order. Users with fewer than k candidates keep all of them. Every
+    smaller cut-off k' is the rows with rank <= k'.
+    """
+    order = Window.partitionBy(USER).orderBy(F.col(SCORE).desc(), F.col(ITEM).asc())
+    return (
+        candidates.select(USER, ITEM, SCORE, F.row_number().over(order).alias(RANK))
+        .filter(F.col(RANK) <= k)
+    )
+
+
+def rank_candidates(candidates: DataFrame, *, k: int, seen: DataFrame | None) -> DataFrame:
+    """Remove seen items (when ``seen`` is given) before the cut, then keep the top k."""
+    if seen is not None:
+        candidates = filter_seen_items(candidates, seen)
+    return top_k(candidates, k=k)

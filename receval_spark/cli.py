@@ -40,7 +40,10 @@ def cli() -> None:
 @cli.command()
 @click.option("--config", "config_path", required=True, help="YAML job configuration.")
 @click.option(
-    "--set", "overrides", multiple=True, metavar="KEY=VALUE",
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
     help="Override a config key (dotted, value parsed as YAML); repeatable.",
 )
 def evaluate(config_path: str, overrides: tuple[str, ...]) -> int:
@@ -61,8 +64,10 @@ def evaluate(config_path: str, overrides: tuple[str, ...]) -> int:
     finally:
         if owns_session:
             spark.stop()
-    click.echo(f"run {run_id} ({run_date}): {evaluation.n_users_evaluated} users evaluated; "
-               f"reports in {config.output.path}")
+    click.echo(
+        f"run {run_id} ({run_date}): {evaluation.n_users_evaluated} users evaluated; "
+        f"reports in {config.output.path}"
+    )
     for row in sorted(evaluation.metrics, key=lambda r: (r.model, r.metric, r.k or 0)):
         if row.segment == "all" and row.metric in HEADLINE_METRICS:
             click.echo(f"  {row.model:<16} {row.metric + '@' + str(row.k):<14} {row.value:.4f}")
@@ -77,8 +82,11 @@ def evaluate(config_path: str, overrides: tuple[str, ...]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit status (never raises)."""
     try:
-        result = cli.main(args=list(argv) if argv is not None else None, prog_name="receval",
-                          standalone_mode=False)
+        result = cli.main(
+            args=list(argv) if argv is not None else None,
+            prog_name="receval",
+            standalone_mode=False,
+        )
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:

@@ -93,7 +93,9 @@ class GlobalTemporalSplit(_Strict):
         if (self.cutoff is None) == (self.quantile is None):
             raise ValueError("give exactly one of split.cutoff or split.quantile")
         if self.validation_cutoff is not None and self.validation_quantile is not None:
-            raise ValueError("give at most one of split.validation_cutoff or split.validation_quantile")
+            raise ValueError(
+                "give at most one of split.validation_cutoff or split.validation_quantile"
+            )
         if (
             self.quantile is not None
             and self.validation_quantile is not None
@@ -175,7 +177,9 @@ class RecommendationColumns(_Strict):
     @model_validator(mode="after")
     def _score_or_rank(self) -> RecommendationColumns:
         if (self.score is None) == (self.rank is None):
-            raise ValueError("map exactly one of columns.score or columns.rank (set the other to null)")
+            raise ValueError(
+                "map exactly one of columns.score or columns.rank (set the other to null)"
+            )
         return self
 
 
@@ -202,7 +206,7 @@ class OracleModel(_Strict):
 
 
 class ExternalModel(_FileSource):
-    """Recommendations computed elsewhere: user, item and a score (higher better) or rank (1 best)."""
+    """Recommendations made elsewhere: user, item, and score (higher better) or rank (1 best)."""
 
     name: str
     kind: Literal["external"]
@@ -270,7 +274,9 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> JobConfig:
     except yaml.YAMLError as exc:
         raise ConfigError(f"--config: {config_path} is not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):
-        raise ConfigError(f"--config: {config_path} must hold a mapping of sections (run, data, ...)")
+        raise ConfigError(
+            f"--config: {config_path} must hold a mapping of sections (run, data, ...)"
+        )
     _resolve_paths(raw, base=config_path.resolve().parent)
     for override in overrides:
         _apply_override(raw, override)
@@ -303,8 +309,14 @@ def _describe(exc: ValidationError) -> str:
 
 def _is_union_tag(part: object) -> bool:
     return isinstance(part, str) and part in {
-        "global_temporal", "leave_last_n", "user_random", "user_holdout",
-        "popularity", "random", "oracle", "external",
+        "global_temporal",
+        "leave_last_n",
+        "user_random",
+        "user_holdout",
+        "popularity",
+        "random",
+        "oracle",
+        "external",
     }
 
 
@@ -355,6 +367,7 @@ def _local_path(path: str) -> Path:
 
 def _resolve_paths(raw: dict[str, Any], *, base: Path) -> None:
     """Make relative local paths absolute against ``base`` (URIs such as s3a:// are left alone)."""
+
     def fix(node: Any, key: str) -> None:
         if isinstance(node, dict) and isinstance(node.get(key), str):
             value = node[key]
@@ -381,4 +394,6 @@ def _check_input_paths(config: JobConfig) -> None:
     ]
     for key, path in sources:
         if _is_local(path) and not _local_path(path).exists():
-            raise ConfigError(f"{key}: {path} does not exist; point it at a readable file or folder")
+            raise ConfigError(
+                f"{key}: {path} does not exist; point it at a readable file or folder"
+            )

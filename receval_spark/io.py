@@ -58,7 +58,7 @@ def read_table(spark: SparkSession, source: _FileSource, *, key: str) -> DataFra
         if len(source.column_names) != len(df.columns):
             raise InputError(
                 f"{key}.column_names: {len(source.column_names)} names given but the file has "
-                f"{len(df.columns)} columns (delimiter {source.delimiter!r}); list one name a column."
+                f"{len(df.columns)} columns (delimiter {source.delimiter!r}); one name a column."
             )
         df = df.toDF(*source.column_names)
     return df
@@ -76,7 +76,9 @@ def write_reports(
     staging = f"{root_path}/_staging/{run_id}"
     try:
         for name, table in tables.items():
-            table.write.mode("errorifexists").parquet(f"{root}/_staging/{run_id}/{name}/run_date={run_date}")
+            table.write.mode("errorifexists").parquet(
+                f"{root}/_staging/{run_id}/{name}/run_date={run_date}"
+            )
         with filesystem.open_output_stream(f"{staging}/{_MARKER}") as marker:
             marker.write(json.dumps({"run_date": run_date, "written": sorted(tables)}).encode())
     except BaseException:
@@ -92,7 +94,11 @@ def _roll_forward(filesystem: pafs.FileSystem, root_path: str) -> None:
     """
     selector = pafs.FileSelector(f"{root_path}/_staging", allow_not_found=True)
     runs = sorted(
-        (info for info in filesystem.get_file_info(selector) if info.type == pafs.FileType.Directory),
+        (
+            info
+            for info in filesystem.get_file_info(selector)
+            if info.type == pafs.FileType.Directory
+        ),
         key=lambda info: info.base_name,
     )
     for info in runs:

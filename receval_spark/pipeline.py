@@ -77,7 +77,10 @@ def load_interactions(spark: SparkSession, source: InteractionsSource) -> DataFr
     """Read, map and validate the interaction log (one validation pass)."""
     raw = read_table(spark, source, key="data.interactions")
     interactions = canonical_interactions(
-        raw, columns=source.columns, timestamp_unit=source.timestamp_unit, source="data.interactions"
+        raw,
+        columns=source.columns,
+        timestamp_unit=source.timestamp_unit,
+        source="data.interactions",
     ).persist()
     validate_interactions(interactions, columns=source.columns, source="data.interactions")
     return interactions
@@ -141,9 +144,7 @@ def describe_split(split: Split) -> dict[str, Any]:
                 "split.quantile, split.fraction or split.n so that both train and test hold rows."
             )
     if split.validation is not None and described["validation"]["rows"] == 0:
-        raise InputError(
-            "split.validation_cutoff: the validation part is empty; move it earlier."
-        )
+        raise InputError("split.validation_cutoff: the validation part is empty; move it earlier.")
     return described
 
 
@@ -170,12 +171,19 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
             "relevance: no test interaction is relevant, so no user can be evaluated; "
             "lower relevance.threshold or move split.cutoff earlier."
         )
-    seen = history.select(USER, ITEM).distinct().persist() if config.evaluation.filter_seen else None
+    seen = (
+        history.select(USER, ITEM).distinct().persist() if config.evaluation.filter_seen else None
+    )
     ks = config.evaluation.k
     per_user_frames = []
     for model in config.models:
         candidates = model_candidates(
-            model, history=history, users=users, truth=truth, k=max(ks), seen=seen,
+            model,
+            history=history,
+            users=users,
+            truth=truth,
+            k=max(ks),
+            seen=seen,
             external=externals.get(model.name),
         )
         ranked = rank_candidates(candidates, k=max(ks), seen=seen)
@@ -233,7 +241,9 @@ def run_job(
     }
     if config.output.per_user:
         tables["per_user"] = per_user_table(evaluation.per_user, run_id=run_id)
-    write_reports(tables, output_path=config.output.path, run_date=run_date.isoformat(), run_id=run_id)
+    write_reports(
+        tables, output_path=config.output.path, run_date=run_date.isoformat(), run_id=run_id
+    )
     return evaluation
 
 
@@ -256,8 +266,15 @@ def _union(frames: list[DataFrame]) -> DataFrame:
 def _metric_row(row: Any) -> MetricRow:
     low, high = t_interval(row["value"], row["std"], row["n_users"])
     return MetricRow(
-        model=row["model"], segment=row["segment"], metric=row["metric"], k=row["k"],
-        value=row["value"], n_users=row["n_users"], std=row["std"], ci_low=low, ci_high=high,
+        model=row["model"],
+        segment=row["segment"],
+        metric=row["metric"],
+        k=row["k"],
+        value=row["value"],
+        n_users=row["n_users"],
+        std=row["std"],
+        ci_low=low,
+        ci_high=high,
     )
 
 
@@ -274,26 +291,41 @@ def _checks(
         checks.append(_temporal_check(split_summary))
     oracles = [m.name for m in config.models if isinstance(m, OracleModel)]
     for name in oracles:
-        bad = [r for r in rows if r.model == name and r.segment == "all" and r.metric == "ndcg"
-               and abs((r.value or 0.0) - 1.0) > ORACLE_TOLERANCE]
+        bad = [
+            r
+            for r in rows
+            if r.model == name
+            and r.segment == "all"
+            and r.metric == "ndcg"
+            and abs((r.value or 0.0) - 1.0) > ORACLE_TOLERANCE
+        ]
         detail = "; ".join(f"NDCG@{r.k} = {r.value:.6f}" for r in bad) or "NDCG@k = 1 at every k"
         checks.append(Check(f"oracle_ndcg[{name}]", not bad, detail))
     if seen is not None:
         overlap = truth.join(seen, on=[USER, ITEM], how="left_semi").count()
-        checks.append(Check(
-            "heldout_not_in_train", overlap == 0,
-            f"{overlap} relevant test (user, item) pairs also occur in train; with filter_seen "
-            "they can never be recommended" if overlap else "no relevant test pair occurs in train",
-        ))
+        checks.append(
+            Check(
+                "heldout_not_in_train",
+                overlap == 0,
+                f"{overlap} relevant test (user, item) pairs also occur in train; with filter_seen "
+                "they can never be recommended"
+                if overlap
+                else "no relevant test pair occurs in train",
+            )
+        )
     counts: dict[tuple[str, str, int | None], set[int]] = {}
     for r in rows:
         counts.setdefault((r.segment, r.metric, r.k), set()).add(r.n_users)
     uneven = sorted(key for key, ns in counts.items() if len(ns) > 1)
-    checks.append(Check(
-        "same_users_all_models", not uneven,
-        f"models differ in evaluated users at {uneven[:3]}" if uneven
-        else "every model is evaluated on the same users, split and k",
-    ))
+    checks.append(
+        Check(
+            "same_users_all_models",
+            not uneven,
+            f"models differ in evaluated users at {uneven[:3]}"
+            if uneven
+            else "every model is evaluated on the same users, split and k",
+        )
+    )
     return checks
 
 
@@ -308,8 +340,10 @@ def _temporal_check(split_summary: dict[str, Any]) -> Check:
     if split_summary["test"]["first_timestamp"] < cutoff:
         problems.append("test has interactions before the cut-off")
     return Check(
-        "no_temporal_leakage", not problems,
-        "; ".join(problems) or f"train ends {split_summary['train']['last_timestamp']}, test "
+        "no_temporal_leakage",
+        not problems,
+        "; ".join(problems)
+        or f"train ends {split_summary['train']['last_timestamp']}, test "
         f"starts {split_summary['test']['first_timestamp']}, cut-off {cutoff}",
     )
 
@@ -320,11 +354,14 @@ def _warnings(config: JobConfig, n_users: int) -> list[str]:
         warnings.append(f"leaky split: {LEAKY_METHODS[config.split.method]}")
     if n_users < config.evaluation.min_users:
         warnings.append(
-            f"only {n_users} users evaluated (evaluation.min_users = {config.evaluation.min_users}): "
+            f"only {n_users} users evaluated "
+            f"(evaluation.min_users = {config.evaluation.min_users}): "
             "averages over so few users are unreliable"
         )
     if not config.evaluation.filter_seen:
-        warnings.append("filter_seen is off: items users already interacted with may be recommended")
+        warnings.append(
+            "filter_seen is off: items users already interacted with may be recommended"
+        )
     return warnings
 
 

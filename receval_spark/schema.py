@@ -56,8 +56,13 @@ def canonical_interactions(
                 "integers or strings. Cast it when you write the table."
             )
     timestamp = (
-        _to_timestamp(F.col(columns.timestamp), raw.schema[columns.timestamp].dataType,
-                      timestamp_unit, source=source, name=columns.timestamp)
+        _to_timestamp(
+            F.col(columns.timestamp),
+            raw.schema[columns.timestamp].dataType,
+            timestamp_unit,
+            source=source,
+            name=columns.timestamp,
+        )
         if columns.timestamp
         else F.lit(None).cast("timestamp")
     )
@@ -124,8 +129,10 @@ def canonical_recommendations(
     log's id types so the two join.
     """
     require_columns(raw, columns.model_dump(), source=source)
-    score = F.col(columns.score).cast("double") if columns.score else -F.col(columns.rank).cast(
-        "double"
+    score = (
+        F.col(columns.score).cast("double")
+        if columns.score
+        else -F.col(columns.rank).cast("double")
     )
     return raw.select(
         F.col(columns.user).cast(user_type).alias(USER),
@@ -136,7 +143,9 @@ def canonical_recommendations(
     )
 
 
-def validate_recommendations(recs: DataFrame, *, columns: RecommendationColumns, source: str) -> DataFrame:
+def validate_recommendations(
+    recs: DataFrame, *, columns: RecommendationColumns, source: str
+) -> DataFrame:
     """Check an external model's canonical table and return it without the helper columns.
 
     Errors: null ids; ids that do not convert to the interaction log's id type; null, NaN or
@@ -175,7 +184,8 @@ def _not_finite(name: str) -> Column:
 
 def _count_where(df: DataFrame, checks: dict[str, Column]) -> dict[str, int]:
     aggregates = [F.count(F.lit(1)).alias("__rows")] + [
-        F.count(F.when(condition, True)).alias(f"c{i}") for i, condition in enumerate(checks.values())
+        F.count(F.when(condition, True)).alias(f"c{i}")
+        for i, condition in enumerate(checks.values())
     ]
     row = df.agg(*aggregates).collect()[0]  # a global aggregate: exactly one row
     counts = {"__rows": int(row["__rows"])}

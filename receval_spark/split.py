@@ -41,7 +41,7 @@ class Split:
 
     @property
     def history(self) -> DataFrame:
-        """What models learn from and seen-item filtering uses when scoring test: train+validation."""
+        """What models learn from and seen-item filtering uses: train (+ validation)."""
         return self.train if self.validation is None else self.train.unionByName(self.validation)
 
 
@@ -79,7 +79,9 @@ def plan_global_temporal(
     """
     lo, hi = time_bounds(interactions)
     cutoff = (
-        to_datetime(config.cutoff) if config.cutoff is not None else resolve_cutoff(interactions, config.quantile)
+        to_datetime(config.cutoff)
+        if config.cutoff is not None
+        else resolve_cutoff(interactions, config.quantile)
     )
     validation = None
     if config.validation_cutoff is not None:
@@ -170,7 +172,9 @@ def user_holdout_split(interactions: DataFrame, *, fraction: float, seed: int) -
     is ``fraction`` in expectation, not exactly.
     """
     is_test = uniform(seeded_hash(seed, USER)) < F.lit(fraction)
-    return _by_flag(interactions, is_test, {"method": "user_holdout", "fraction": fraction, "seed": seed})
+    return _by_flag(
+        interactions, is_test, {"method": "user_holdout", "fraction": fraction, "seed": seed}
+    )
 
 
 def seeded_hash(seed: int, *columns: str) -> Column:

@@ -21,9 +21,8 @@ def top_k(candidates: DataFrame, *, k: int) -> DataFrame:
     smaller cut-off k' is the rows with rank <= k'.
     """
     order = Window.partitionBy(USER).orderBy(F.col(SCORE).desc(), F.col(ITEM).asc())
-    return (
-        candidates.select(USER, ITEM, SCORE, F.row_number().over(order).alias(RANK))
-        .filter(F.col(RANK) <= k)
+    return candidates.select(USER, ITEM, SCORE, F.row_number().over(order).alias(RANK)).filter(
+        F.col(RANK) <= k
     )
 
 

@@ -48,7 +48,7 @@ def _explode_ks(df: DataFrame, position: str, ks: Sequence[int]) -> DataFrame:
 
 
 def ideal_dcg(truth: DataFrame, *, ks: Sequence[int]) -> DataFrame:
-    """(user_id, k, n_relevant, idcg): |Rel(u)| and the DCG of u's grades sorted descending, cut at k."""
+    """(user_id, k, n_relevant, idcg): |Rel(u)| and the DCG of u's sorted grades, cut at k."""
     best_first = Window.partitionBy(USER).orderBy(F.col(GRADE).desc(), F.col(ITEM).asc())
     ideal = truth.select(
         USER,
@@ -92,7 +92,9 @@ def per_user_accuracy(ranked: DataFrame, truth: DataFrame, *, ks: Sequence[int])
     grade > 0). Evaluated users are the users of ``truth``; those without a hit score 0.
     Precision divides by k even where the list is shorter than k.
     """
-    joined = ideal_dcg(truth, ks=ks).join(hit_statistics(ranked, truth, ks=ks), on=[USER, "k"], how="left")
+    joined = ideal_dcg(truth, ks=ks).join(
+        hit_statistics(ranked, truth, ks=ks), on=[USER, "k"], how="left"
+    )
     hits = F.coalesce(F.col("hits"), F.lit(0)).cast("double")
     k = F.col("k").cast("double")
     n_rel = F.col("n_relevant").cast("double")

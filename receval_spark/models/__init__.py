@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from receval_spark.config import ExternalModel, ModelConfig, OracleModel, PopularityModel, RandomModel
+from receval_spark.config import (
+    ExternalModel,
+    ModelConfig,
+    OracleModel,
+    PopularityModel,
+    RandomModel,
+)
 from receval_spark.models.oracle import oracle_candidates
 from receval_spark.models.popularity import popularity_candidates
 from receval_spark.models.random import random_candidates

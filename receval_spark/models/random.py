@@ -33,9 +33,9 @@ def random_candidates(
         ranks_needed(users, k=k, seen=seen)
         .select(
             USER,
-            F.explode(
-                F.sequence(F.lit(1), F.col("_needed") * _OVERSAMPLE + _EXTRA_DRAWS)
-            ).alias("_draw"),
+            F.explode(F.sequence(F.lit(1), F.col("_needed") * _OVERSAMPLE + _EXTRA_DRAWS)).alias(
+                "_draw"
+            ),
         )
         .crossJoin(F.broadcast(size))
         .select(

@@ -1,4 +1,4 @@
-"""Report datasets as DataFrames with the schemas of CONTRACT.md (``metrics``, ``runs``, ``per_user``)."""
+"""Report datasets as DataFrames with the schemas of CONTRACT.md (metrics, runs, per_user)."""
 
 from __future__ import annotations
 
@@ -100,8 +100,19 @@ class RunRecord:
 def metrics_table(spark: SparkSession, rows: Sequence[MetricRow], *, run_id: str) -> DataFrame:
     """The ``metrics`` dataset for one run, ordered by model, segment, metric, k."""
     data = [
-        (run_id, r.model, r.segment, r.protocol, r.metric, r.k, _finite(r.value), r.n_users,
-         _finite(r.std), _finite(r.ci_low), _finite(r.ci_high))
+        (
+            run_id,
+            r.model,
+            r.segment,
+            r.protocol,
+            r.metric,
+            r.k,
+            _finite(r.value),
+            r.n_users,
+            _finite(r.std),
+            _finite(r.ci_low),
+            _finite(r.ci_high),
+        )
         for r in sorted(rows, key=lambda r: (r.model, r.segment, r.metric, r.k or 0))
     ]
     return spark.createDataFrame(data, METRICS_SCHEMA)

@@ -1,0 +1,23 @@
+# The two commands of the README:  make demo  and  make test
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test setup lint
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+setup: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+
+demo: setup
+	$(BIN)/receval evaluate --config conf/demo.yaml
+
+lint: setup
+	$(BIN)/ruff check .
+
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest

@@ -1,0 +1,51 @@
+"""One local SparkSession for the whole test run, and the shared real datasets."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("RECEVAL_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
+        pytest.exit("Java 17+ is required for the Spark tests: install openjdk-17-jre-headless "
+                    "or set JAVA_HOME.", returncode=3)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("receval-tests")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.default.parallelism", "4")
+        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data (or $RECEVAL_SHARED_DATA); tests using it skip with a reason when absent."""
+    if not (SHARED_DATA / "ml-100k" / "u.data").exists():
+        pytest.skip(f"real datasets not found at {SHARED_DATA} (set RECEVAL_SHARED_DATA to the "
+                    "folder holding ml-100k/ and ml-latest-small/)")
+    return SHARED_DATA

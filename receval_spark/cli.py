@@ -49,7 +49,9 @@ def cli() -> None:
 def evaluate(config_path: str, overrides: tuple[str, ...]) -> int:
     """Split, score every configured model and write the reports for run.date."""
     config = load_config(config_path, overrides)
-    from pyspark.sql import SparkSession  # imported late: --help and config errors stay fast
+    from pyspark.sql import (
+        SparkSession,  # imported late: --help and config errors stay fast
+    )
 
     from receval_spark.pipeline import run_job
     from receval_spark.session import build_session
@@ -103,7 +105,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILURE
     except Exception:
         traceback.print_exc()
-        click.echo("error: the job failed (see above); no report was written or changed.", err=True)
+        click.echo(
+            "error: the job failed (see above); no report was written or changed.",
+            err=True,
+        )
         return EXIT_FAILURE
     return result if isinstance(result, int) else EXIT_OK
 

@@ -12,7 +12,14 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlparse
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from receval_spark.errors import ConfigError
 
@@ -61,8 +68,11 @@ class InteractionsSource(_FileSource):
 
 
 class ItemColumns(_Strict):
+    """``category``: a delimited string or array column, or a list of 0/1 flag columns
+    (each column's name is its category)."""
+
     item: str = "item_id"
-    category: str | None = None
+    category: str | list[str] | None = None
     embedding: str | None = None
 
 
@@ -150,7 +160,66 @@ class RelevanceConfig(_Strict):
         return self
 
 
-Segment = Literal["warm", "cold"]
+Segment = Literal["warm", "cold", "popularity"]
+
+AccuracyMetric = Literal["precision", "recall", "hit_rate", "mrr", "map", "ndcg", "arhr", "f1"]
+BeyondMetric = Literal[
+    "coverage",
+    "gini",
+    "entropy",
+    "novelty",
+    "popularity_bias",
+    "personalization",
+    "personalization_jaccard",
+    "ild_category",
+    "ild_embedding",
+    "serendipity",
+]
+MetricName = AccuracyMetric | BeyondMetric
+ALL_METRICS: tuple[str, ...] = (
+    "precision",
+    "recall",
+    "hit_rate",
+    "mrr",
+    "map",
+    "ndcg",
+    "arhr",
+    "f1",
+    "coverage",
+    "gini",
+    "entropy",
+    "novelty",
+    "popularity_bias",
+    "personalization",
+    "personalization_jaccard",
+    "ild_category",
+    "ild_embedding",
+    "serendipity",
+)
+
+
+class EmbeddingsConfig(_Strict):
+    """Item vectors for ild_embedding and content serendipity.
+
+    ``items``: the data.items embedding column; ``als``: item factors of Spark ML's implicit
+    ALS fitted on train; ``none``: no vectors (ild_embedding is skipped); ``auto``: ``items``
+    when data.items maps an embedding column, else ``als``.
+    """
+
+    source: Literal["auto", "items", "als", "none"] = "auto"
+    rank: int = Field(default=16, ge=2, le=512)
+    max_iter: int = Field(default=10, ge=1, le=100)
+    reg_param: float = Field(default=0.1, ge=0.0)
+    alpha: float = Field(default=10.0, gt=0.0)
+    seed: int = 42
+
+
+class SerendipityConfig(_Strict):
+    """Unexpected = not in the popularity baseline's top-k for the user (``popularity``), or
+    cosine to the user's train profile below ``threshold`` (``content``, needs embeddings)."""
+
+    unexpected: Literal["popularity", "content"] = "popularity"
+    threshold: float = Field(default=0.5, ge=-1.0, le=1.0)
 
 
 class EvaluationConfig(_Strict):
@@ -158,7 +227,13 @@ class EvaluationConfig(_Strict):
     filter_seen: bool = True
     baseline: str = "popularity"
     min_users: int = Field(default=100, ge=0)
-    segments: list[Segment] = Field(default_factory=lambda: ["warm", "cold"])
+    segments: list[Segment] = Field(default_factory=lambda: ["warm", "cold", "popularity"])
+    metrics: list[MetricName] = Field(default_factory=lambda: list(ALL_METRICS))
+    head_share: float = Field(default=0.5, gt=0.0, lt=1.0)
+    personalization_pairs: int = Field(default=1000, ge=1)
+    seed: int = 42
+    embeddings: EmbeddingsConfig = Field(default_factory=EmbeddingsConfig)
+    serendipity: SerendipityConfig = Field(default_factory=SerendipityConfig)
 
     @field_validator("k")
     @classmethod
@@ -214,7 +289,8 @@ class ExternalModel(_FileSource):
 
 
 ModelConfig = Annotated[
-    PopularityModel | RandomModel | OracleModel | ExternalModel, Field(discriminator="kind")
+    PopularityModel | RandomModel | OracleModel | ExternalModel,
+    Field(discriminator="kind"),
 ]
 
 
@@ -245,6 +321,17 @@ class JobConfig(_Strict):
         if needs_time and self.data.interactions.columns.timestamp is None:
             raise ValueError(
                 f"split.method: {self.split.method} needs data.interactions.columns.timestamp"
+            )
+        embeddings = self.evaluation.embeddings.source
+        has_vectors = self.data.items is not None and self.data.items.columns.embedding is not None
+        if embeddings == "items" and not has_vectors:
+            raise ValueError(
+                "evaluation.embeddings.source: items needs data.items.columns.embedding"
+            )
+        if self.evaluation.serendipity.unexpected == "content" and embeddings == "none":
+            raise ValueError(
+                "evaluation.serendipity.unexpected: content needs item embeddings "
+                "(evaluation.embeddings.source must not be none)"
             )
         if self.relevance.kind != "implicit" and self.data.interactions.columns.rating is None:
             raise ValueError(
@@ -295,16 +382,31 @@ def validate_config(raw: dict[str, Any]) -> JobConfig:
 
 
 def _describe(exc: ValidationError) -> str:
-    lines = []
+    """One line per offending key. A value that fits none of a union's types yields one error
+    per type with the type's name appended to the location; those merge into one line."""
+    lines: dict[str, str] = {}
+    alternatives: dict[str, list[str]] = {}
     for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"] if not _is_union_tag(p))
+        parts = [str(p) for p in err["loc"] if not _is_union_tag(p)]
+        if len(parts) > 1 and _is_type_name(parts[-1]):
+            alternatives.setdefault(".".join(parts[:-1]), []).append(parts[-1])
+        key = ".".join(parts) or "config"
         message = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             message = "unknown key (check its spelling against the README's config reference)"
         elif err["type"] == "missing":
             message = "required key is missing"
-        lines.append(f"{key or 'config'}: {message}")
-    return "invalid configuration:\n  " + "\n  ".join(lines)
+        lines[key] = message
+    for key, types in alternatives.items():
+        if len(types) > 1:
+            for name in types:
+                lines.pop(f"{key}.{name}", None)
+            lines[key] = f"expected a value of type {' or '.join(types)}"
+    return "invalid configuration:\n  " + "\n  ".join(f"{k}: {m}" for k, m in lines.items())
+
+
+def _is_type_name(part: str) -> bool:
+    return "[" in part or part in {"str", "int", "float", "bool", "datetime", "date", "dict"}
 
 
 def _is_union_tag(part: object) -> bool:
@@ -330,6 +432,8 @@ def _apply_override(raw: dict[str, Any], override: str) -> None:
     except yaml.YAMLError as exc:
         raise ConfigError(f"--set {key}: value is not valid YAML: {exc}") from exc
     parts = key.split(".")
+    if parts[:2] == ["spark", "conf"] and len(parts) > 2:
+        parts = [*parts[:2], ".".join(parts[2:])]  # Spark option names contain dots
     node: Any = raw
     for i, part in enumerate(parts[:-1]):
         node = _child(node, part, ".".join(parts[: i + 1]))

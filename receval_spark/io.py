@@ -13,12 +13,14 @@ next commit to the same output path. Other dates are never touched.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
+from py4j.protocol import Py4JJavaError
 from pyarrow import fs as pafs
-from pyspark.errors import AnalysisException
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from receval_spark.config import _FileSource
@@ -29,17 +31,33 @@ _MARKER = "_COMMITTED"
 
 
 def to_uri(path: str) -> str:
-    """A Hadoop-style URI: local paths become ``file://`` URIs, other schemes pass through."""
+    """A Hadoop-style URI: local paths become ``file://`` URIs, other schemes pass through.
+
+    Hadoop reads a URI's path literally, so local paths are not percent-encoded.
+    """
     scheme = urlparse(path).scheme
     if scheme and len(scheme) > 1:
         return path
-    return Path(path).resolve().as_uri()
+    return "file://" + Path(path).resolve().as_posix()
+
+
+@contextmanager
+def reading(key: str, path: str, fmt: str) -> Iterator[None]:
+    """Turn Spark's failures to read or parse an input into one InputError naming the key."""
+    try:
+        yield
+    except (PySparkException, Py4JJavaError) as exc:
+        reason = _first_line(exc)
+        raise InputError(
+            f"{key}: cannot read {path} as {fmt}: {reason}. Check {key}.path, .format and the "
+            "CSV options (header, delimiter, column_names)."
+        ) from exc
 
 
 def read_table(spark: SparkSession, source: _FileSource, *, key: str) -> DataFrame:
     """Read a Parquet or CSV table as declared in the config (CSV types are inferred)."""
     uri = to_uri(source.path)
-    try:
+    with reading(key, source.path, source.format):
         if source.format == "csv":
             df = spark.read.csv(
                 uri,
@@ -51,17 +69,20 @@ def read_table(spark: SparkSession, source: _FileSource, *, key: str) -> DataFra
             )
         else:
             df = spark.read.parquet(uri)
-    except AnalysisException as exc:
-        reason = str(exc).strip().splitlines()[0]
-        raise InputError(f"{key}: cannot read {source.path} as {source.format}: {reason}") from exc
+        columns = df.columns
     if source.column_names is not None:
-        if len(source.column_names) != len(df.columns):
+        if len(source.column_names) != len(columns):
             raise InputError(
                 f"{key}.column_names: {len(source.column_names)} names given but the file has "
-                f"{len(df.columns)} columns (delimiter {source.delimiter!r}); one name a column."
+                f"{len(columns)} columns (delimiter {source.delimiter!r}); one name a column."
             )
         df = df.toDF(*source.column_names)
     return df
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def write_reports(
@@ -72,7 +93,7 @@ def write_reports(
     if unknown:
         raise ValueError(f"unknown report datasets {sorted(unknown)}")
     root = to_uri(output_path).rstrip("/")
-    filesystem, root_path = pafs.FileSystem.from_uri(root)
+    filesystem, root_path = _filesystem(root)
     staging = f"{root_path}/_staging/{run_id}"
     try:
         for name, table in tables.items():
@@ -122,6 +143,13 @@ def _roll_forward(filesystem: pafs.FileSystem, root_path: str) -> None:
                 filesystem.move(staged, target)
         _delete_dir(filesystem, trash)
         _delete_dir(filesystem, info.path)
+
+
+def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow filesystem and path of a URI; local paths are used as they are."""
+    if uri.startswith("file://"):
+        return pafs.LocalFileSystem(), uri.removeprefix("file://")
+    return pafs.FileSystem.from_uri(uri)
 
 
 def _exists(filesystem: pafs.FileSystem, path: str) -> bool:

@@ -19,19 +19,38 @@ from pyspark.sql import functions as F
 
 from receval_spark import __version__
 from receval_spark.config import (
+    EvaluationConfig,
     ExternalModel,
     GlobalTemporalSplit,
     InteractionsSource,
     ItemsSource,
     JobConfig,
     OracleModel,
+    PopularityModel,
 )
 from receval_spark.errors import InputError
-from receval_spark.io import read_table, write_reports
+from receval_spark.io import read_table, reading, write_reports
 from receval_spark.metrics.accuracy import ACCURACY_METRICS, per_user_accuracy
 from receval_spark.metrics.aggregate import macro_average, to_long
+from receval_spark.metrics.beyond import (
+    BeyondInputs,
+    catalogue_totals,
+    content_expected,
+    group_beyond,
+    item_statistics,
+    per_user_beyond,
+    top_k_lists,
+    unit_vectors,
+)
 from receval_spark.models import model_candidates
-from receval_spark.relevance import relevant_items, user_segments
+from receval_spark.models.als import als_item_embeddings
+from receval_spark.models.popularity import popularity_candidates
+from receval_spark.relevance import (
+    item_popularity_segments,
+    relevant_items,
+    scoped_truth,
+    user_segments,
+)
 from receval_spark.report.tables import (
     Check,
     MetricRow,
@@ -42,15 +61,22 @@ from receval_spark.report.tables import (
 )
 from receval_spark.schema import (
     ITEM,
+    RANK,
     TIMESTAMP,
     USER,
     canonical_interactions,
+    canonical_items,
     canonical_recommendations,
-    require_columns,
     validate_interactions,
     validate_recommendations,
 )
-from receval_spark.split import LEAKY_METHODS, Split, from_micros, iso, split_interactions
+from receval_spark.split import (
+    LEAKY_METHODS,
+    Split,
+    from_micros,
+    iso,
+    split_interactions,
+)
 from receval_spark.stats import t_interval
 from receval_spark.topk import rank_candidates
 
@@ -62,7 +88,7 @@ class Evaluation:
     """What one evaluation produced: small aggregates, plus the lazy per-user table."""
 
     metrics: list[MetricRow]
-    per_user: DataFrame
+    per_user: DataFrame | None
     split: dict[str, Any]
     n_users_evaluated: int
     checks: list[Check]
@@ -82,15 +108,36 @@ def load_interactions(spark: SparkSession, source: InteractionsSource) -> DataFr
         timestamp_unit=source.timestamp_unit,
         source="data.interactions",
     ).persist()
-    validate_interactions(interactions, columns=source.columns, source="data.interactions")
+    with reading("data.interactions", source.path, source.format):
+        validate_interactions(interactions, columns=source.columns, source="data.interactions")
     return interactions
 
 
-def count_items_with_metadata(spark: SparkSession, source: ItemsSource) -> int:
-    """Read the item metadata table, check its mapped columns, and count its distinct items."""
+def load_items(spark: SparkSession, source: ItemsSource, *, interactions: DataFrame) -> DataFrame:
+    """Read item metadata as (item_id, categories, embedding), ids cast to the log's type."""
     raw = read_table(spark, source, key="data.items")
-    require_columns(raw, source.columns.model_dump(), source="data.items")
-    return raw.select(source.columns.item).distinct().count()
+    with reading("data.items", source.path, source.format):
+        return canonical_items(
+            raw,
+            columns=source.columns,
+            separator=source.category_separator,
+            item_type=interactions.schema[ITEM].dataType,
+            source="data.items",
+        )
+
+
+def describe_items(items: DataFrame, catalogue: DataFrame) -> dict[str, int]:
+    """Counts of item metadata, and of catalogue items that lack categories or an embedding."""
+    known = catalogue.select(ITEM).join(items, on=ITEM, how="left")
+    no_categories = F.col("categories").isNull() | (F.size("categories") == 0)
+    row = known.agg(
+        F.count(F.lit(1)).alias("catalogue_items"),
+        F.count(F.when(no_categories, True)).alias("catalogue_items_without_categories"),
+        F.count(F.when(F.col("embedding").isNull(), True)).alias(
+            "catalogue_items_without_embedding"
+        ),
+    ).collect()[0]
+    return {"metadata_rows": items.count(), **row.asDict()}
 
 
 def load_external(
@@ -106,7 +153,8 @@ def load_external(
         item_type=interactions.schema[ITEM].dataType,
         source=key,
     )
-    return validate_recommendations(recs, columns=model.columns, source=key)
+    with reading(key, model.path, model.format):
+        return validate_recommendations(recs, columns=model.columns, source=key)
 
 
 def describe_part(part: DataFrame) -> dict[str, Any]:
@@ -136,7 +184,10 @@ def describe_split(split: Split) -> dict[str, Any]:
     parts = {"train": split.train, "test": split.test}
     if split.validation is not None:
         parts["validation"] = split.validation
-    described = {**split.params, **{name: describe_part(df) for name, df in parts.items()}}
+    described = {
+        **split.params,
+        **{name: describe_part(df) for name, df in parts.items()},
+    }
     for name in ("train", "test"):
         if described[name]["rows"] == 0:
             raise InputError(
@@ -149,7 +200,9 @@ def describe_split(split: Split) -> dict[str, Any]:
 
 
 def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
-    """Split, score every configured model, and aggregate the accuracy metrics."""
+    """Split, score every configured model, and aggregate accuracy and beyond-accuracy metrics."""
+    settings = config.evaluation
+    ks = settings.k
     interactions = load_interactions(spark, config.data.interactions)
     externals = {
         m.name: load_external(spark, m, interactions=interactions)
@@ -158,9 +211,7 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
     }
     split = split_interactions(config.split, interactions)
     split_summary = describe_split(split)
-    if config.data.items is not None:
-        split_summary["items_with_metadata"] = count_items_with_metadata(spark, config.data.items)
-    split_summary["filter_seen"] = config.evaluation.filter_seen
+    split_summary["filter_seen"] = settings.filter_seen
 
     history = split.history.persist()
     truth = relevant_items(split.test, config.relevance).persist()
@@ -171,35 +222,71 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
             "relevance: no test interaction is relevant, so no user can be evaluated; "
             "lower relevance.threshold or move split.cutoff earlier."
         )
-    seen = (
-        history.select(USER, ITEM).distinct().persist() if config.evaluation.filter_seen else None
-    )
-    ks = config.evaluation.k
-    per_user_frames = []
-    for model in config.models:
-        candidates = model_candidates(
-            model,
-            history=history,
-            users=users,
-            truth=truth,
+    seen = history.select(USER, ITEM).distinct().persist() if settings.filter_seen else None
+    catalogue = item_statistics(history).persist()
+    segments = user_segments(users, history, segments=settings.segments).persist()
+    warnings = _warnings(config, n_users)
+
+    ranked = {
+        model.name: rank_candidates(
+            model_candidates(
+                model,
+                history=history,
+                users=users,
+                truth=truth,
+                k=max(ks),
+                seen=seen,
+                external=externals.get(model.name),
+            ),
             k=max(ks),
             seen=seen,
-            external=externals.get(model.name),
         )
-        ranked = rank_candidates(candidates, k=max(ks), seen=seen)
-        per_user_frames.append(
-            per_user_accuracy(ranked, truth, ks=ks).withColumn("model", F.lit(model.name))
+        for model in config.models
+    }
+    ranked_all = _union(
+        [r.withColumn("model", F.lit(name)) for name, r in ranked.items()]
+    ).persist()
+    models = spark.createDataFrame([(m.name,) for m in config.models], "model string")
+    per_user_long = _accuracy_per_user(
+        ranked_all, truth, segments, catalogue, models=models, settings=settings
+    )
+    lists = top_k_lists(ranked_all, ks=ks).drop(RANK).persist()
+    inputs, skipped = _beyond_inputs(
+        spark,
+        config,
+        history=history,
+        users=users,
+        truth=truth,
+        seen=seen,
+        catalogue=catalogue,
+        ranked=ranked_all,
+        interactions=interactions,
+        summary=split_summary,
+    )
+    warnings += skipped
+    beyond_users = per_user_beyond(lists, inputs, by=["model", "k"], metrics=settings.metrics)
+    if beyond_users is not None:
+        per_user_long = (
+            _union([per_user_long, beyond_users.join(segments, on=USER)])
+            if per_user_long is not None
+            else beyond_users.join(segments, on=USER)
         )
-    per_user = _union(per_user_frames).join(
-        user_segments(users, history, segments=config.evaluation.segments), on=USER
-    )
-    per_user_long = to_long(
-        per_user, metrics=ACCURACY_METRICS, keys=["model", "segment", USER, "k"]
-    )
-    if config.output.per_user:
+    if config.output.per_user and per_user_long is not None:
         per_user_long = per_user_long.persist()
-    aggregates = macro_average(per_user_long, by=["model", "segment", "metric", "k"]).collect()
-    rows = [_metric_row(r) for r in aggregates]
+    rows = []
+    if per_user_long is not None:
+        averages = macro_average(per_user_long, by=["model", "segment", "metric", "k"])
+        rows += [_metric_row(r) for r in averages.collect()]
+    groups = group_beyond(
+        lists.join(segments, on=USER),
+        inputs,
+        by=["model", "segment", "k"],
+        metrics=settings.metrics,
+        pairs=settings.personalization_pairs,
+        seed=settings.seed,
+    )
+    if groups is not None:
+        rows += [_metric_row(r) for r in groups.collect()]
     checks = _checks(config, split_summary, rows, truth=truth, seen=seen)
     return Evaluation(
         metrics=rows,
@@ -207,8 +294,130 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
         split=split_summary,
         n_users_evaluated=n_users,
         checks=checks,
-        warnings=_warnings(config, n_users),
+        warnings=warnings,
     )
+
+
+def _accuracy_per_user(
+    ranked: DataFrame,
+    truth: DataFrame,
+    segments: DataFrame,
+    catalogue: DataFrame,
+    *,
+    models: DataFrame,
+    settings: EvaluationConfig,
+) -> DataFrame | None:
+    """(model, segment, user_id, k, metric, value) for user segments and item segments.
+
+    One pass for all models and scopes: Rel(u) is scoped (all, items=head, items=tail); the
+    ``all`` scope is then broken down by user segment.
+    """
+    metrics = [m for m in ACCURACY_METRICS if m in settings.metrics]
+    if not metrics:
+        return None
+    labels = (
+        item_popularity_segments(catalogue, head_share=settings.head_share)
+        if "popularity" in settings.segments
+        else None
+    )
+    scores = per_user_accuracy(
+        ranked, scoped_truth(truth, labels), ks=settings.k, lists=models, truth_keys=["scope"]
+    )
+    by_user = scores.filter(F.col("scope") == "all").drop("scope").join(segments, on=USER)
+    by_item = scores.filter(F.col("scope") != "all").withColumnRenamed("scope", "segment")
+    return to_long(
+        by_user.unionByName(by_item), metrics=metrics, keys=["model", "segment", USER, "k"]
+    )
+
+
+def _beyond_inputs(
+    spark: SparkSession,
+    config: JobConfig,
+    *,
+    history: DataFrame,
+    users: DataFrame,
+    truth: DataFrame,
+    seen: DataFrame | None,
+    catalogue: DataFrame,
+    ranked: DataFrame,
+    interactions: DataFrame,
+    summary: dict[str, Any],
+) -> tuple[BeyondInputs, list[str]]:
+    """Item metadata, embeddings and the serendipity baseline; warnings for skipped metrics."""
+    settings = config.evaluation
+    wanted = set(settings.metrics)
+    warnings = []
+    items = None
+    if config.data.items is not None:
+        items = load_items(spark, config.data.items, interactions=interactions).persist()
+        summary["items"] = describe_items(items, catalogue)
+        missing = summary["items"]["catalogue_items_without_categories"]
+        if missing and config.data.items.columns.category is not None:
+            warnings.append(
+                f"{missing} of {summary['items']['catalogue_items']} catalogue items have no "
+                "categories; ild_category leaves them out"
+            )
+    categories = None
+    if items is not None and config.data.items.columns.category is not None:
+        categories = items.select(ITEM, "categories")
+    elif "ild_category" in wanted:
+        warnings.append("ild_category skipped: data.items with a category column is not configured")
+    units = None
+    needs_vectors = "ild_embedding" in wanted or settings.serendipity.unexpected == "content"
+    source = _embedding_source(config)
+    if needs_vectors and source == "items":
+        units = unit_vectors(items.select(ITEM, "embedding")).persist()
+    elif needs_vectors and source == "als":
+        e = settings.embeddings
+        vectors = als_item_embeddings(
+            history,
+            rank=e.rank,
+            max_iter=e.max_iter,
+            reg_param=e.reg_param,
+            alpha=e.alpha,
+            seed=e.seed,
+        )
+        units = unit_vectors(vectors).persist()
+    elif "ild_embedding" in wanted:
+        warnings.append("ild_embedding skipped: evaluation.embeddings.source is none")
+    summary["embeddings"] = source
+    if settings.serendipity.unexpected == "content":
+        expected = content_expected(
+            ranked.select(USER, ITEM),
+            history,
+            units,
+            threshold=settings.serendipity.threshold,
+        )
+        keys: tuple[str, ...] = (USER, ITEM)
+    else:
+        name = next((m.name for m in config.models if isinstance(m, PopularityModel)), None)
+        popular = ranked.filter(F.col("model") == name).drop("model") if name else None
+        if popular is None:
+            popular = rank_candidates(
+                popularity_candidates(history, users, k=max(settings.k), seen=seen),
+                k=max(settings.k),
+                seen=seen,
+            )
+        expected = top_k_lists(popular, ks=settings.k)
+        keys = (USER, "k", ITEM)
+    inputs = BeyondInputs(
+        catalogue=catalogue,
+        totals=catalogue_totals(history, catalogue).persist(),
+        truth=truth,
+        expected=expected,
+        expected_keys=keys,
+        categories=categories,
+        units=units,
+    )
+    return inputs, warnings
+
+
+def _embedding_source(config: JobConfig) -> str:
+    source = config.evaluation.embeddings.source
+    if source != "auto":
+        return source
+    items = config.data.items
+    return "items" if items is not None and items.columns.embedding is not None else "als"
 
 
 def run_job(
@@ -239,10 +448,13 @@ def run_job(
         "metrics": metrics_table(spark, evaluation.metrics, run_id=run_id).coalesce(1),
         "runs": runs_table(spark, record).coalesce(1),
     }
-    if config.output.per_user:
+    if config.output.per_user and evaluation.per_user is not None:
         tables["per_user"] = per_user_table(evaluation.per_user, run_id=run_id)
     write_reports(
-        tables, output_path=config.output.path, run_date=run_date.isoformat(), run_id=run_id
+        tables,
+        output_path=config.output.path,
+        run_date=run_date.isoformat(),
+        run_id=run_id,
     )
     return evaluation
 
@@ -264,7 +476,9 @@ def _union(frames: list[DataFrame]) -> DataFrame:
 
 
 def _metric_row(row: Any) -> MetricRow:
-    low, high = t_interval(row["value"], row["std"], row["n_users"])
+    """A MetricRow with a t-interval over n_samples (sampled statistics) or n_users."""
+    samples = row.asDict().get("n_samples")
+    low, high = t_interval(row["value"], row["std"], samples or row["n_users"])
     return MetricRow(
         model=row["model"],
         segment=row["segment"],
@@ -314,7 +528,7 @@ def _checks(
             )
         )
     counts: dict[tuple[str, str, int | None], set[int]] = {}
-    for r in rows:
+    for r in (r for r in rows if r.metric in ACCURACY_METRICS):
         counts.setdefault((r.segment, r.metric, r.k), set()).add(r.n_users)
     uneven = sorted(key for key, ns in counts.items() if len(ns) > 1)
     checks.append(

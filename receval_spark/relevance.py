@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from receval_spark.config import RelevanceConfig
@@ -12,7 +12,10 @@ from receval_spark.schema import GRADE, ITEM, RATING, USER
 
 
 def relevance_grade(
-    *, kind: str, threshold: float | None = None, grades: Mapping[float, float] | None = None
+    *,
+    kind: str,
+    threshold: float | None = None,
+    grades: Mapping[float, float] | None = None,
 ) -> Column:
     """The grade of one test interaction.
 
@@ -47,7 +50,9 @@ def user_segments(users: DataFrame, history: DataFrame, *, segments: list[str]) 
     """(user_id, segment): every evaluated user is in ``all``; ``warm`` users have train
     interactions, ``cold`` users have none (each only when configured)."""
     labelled = users.select(USER).join(
-        history.select(USER).distinct().withColumn("_warm", F.lit(True)), on=USER, how="left"
+        history.select(USER).distinct().withColumn("_warm", F.lit(True)),
+        on=USER,
+        how="left",
     )
     warm = F.coalesce(F.col("_warm"), F.lit(False))
     names = [F.lit("all")]
@@ -58,3 +63,30 @@ def user_segments(users: DataFrame, history: DataFrame, *, segments: list[str]) 
     return labelled.select(USER, F.explode(F.array(*names)).alias("segment")).filter(
         F.col("segment").isNotNull()
     )
+
+
+def item_popularity_segments(catalogue: DataFrame, *, head_share: float) -> DataFrame:
+    """(item_id, segment): ``items=head`` for the most popular items (by train interactions,
+    ties by item id) up to the first one at which they cover ``head_share`` of all train
+    interactions, ``items=tail`` for the rest of the catalogue. Items outside the catalogue
+    (no train interaction) are tail by definition; callers treat a missing item as tail."""
+    order = Window.orderBy(F.col("n_interactions").desc(), F.col(ITEM).asc())
+    covered_before = F.sum("n_interactions").over(order.rowsBetween(Window.unboundedPreceding, -1))
+    total = F.sum("n_interactions").over(Window.partitionBy(F.lit(1)))
+    is_head = F.coalesce(covered_before, F.lit(0)) < F.lit(head_share) * total
+    return catalogue.select(
+        ITEM, F.when(is_head, "items=head").otherwise("items=tail").alias("segment")
+    )
+
+
+def scoped_truth(truth: DataFrame, item_segments: DataFrame | None) -> DataFrame:
+    """Rel(u) with a ``scope`` column: every row under ``all``, and again under its item
+    segment (``items=head`` / ``items=tail``; items outside the catalogue are tail) when
+    ``item_segments`` is given. Per scope, Rel(u) is restricted to that scope's items."""
+    everything = truth.withColumn("scope", F.lit("all"))
+    if item_segments is None:
+        return everything
+    by_item = truth.join(item_segments, on=ITEM, how="left").select(
+        *truth.columns, F.coalesce(F.col("segment"), F.lit("items=tail")).alias("scope")
+    )
+    return everything.unionByName(by_item)

@@ -7,11 +7,13 @@ the problem and the fix.
 
 from __future__ import annotations
 
+import re
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from receval_spark.config import InteractionColumns, RecommendationColumns
+from receval_spark.config import InteractionColumns, ItemColumns, RecommendationColumns
 from receval_spark.errors import InputError
 
 USER = "user_id"
@@ -83,7 +85,7 @@ def _to_timestamp(
     if isinstance(data_type, T.NumericType):
         return F.timestamp_millis(col.cast("long")) if unit == "ms" else F.timestamp_seconds(col)
     if isinstance(data_type, T.StringType):
-        return F.to_timestamp(col)
+        return F.try_to_timestamp(col)
     raise InputError(
         f"{source}: column {name!r} (timestamp) has type {data_type.simpleString()}; use epoch "
         "seconds, epoch milliseconds (timestamp_unit: ms), a date or a timestamp."
@@ -175,6 +177,79 @@ def validate_recommendations(
             "keep one row per (user, item), e.g. the best score."
         )
     return recs.drop("_user_given", "_item_given")
+
+
+def canonical_items(
+    raw: DataFrame,
+    *,
+    columns: ItemColumns,
+    separator: str | None,
+    item_type: T.DataType,
+    source: str,
+) -> DataFrame:
+    """Map item metadata to (item_id, categories array<string>, embedding array<double>).
+
+    Categories come from a ``separator``-delimited string, an array column, or a list of 0/1
+    flag columns (the column name is the category). Several rows for one item are merged (union
+    of categories, the first embedding). Missing metadata stays null; it is counted, not fatal.
+    """
+    flags = columns.category if isinstance(columns.category, list) else []
+    single = columns.category if isinstance(columns.category, str) else None
+    require_columns(
+        raw,
+        {
+            "item": columns.item,
+            "category": single,
+            "embedding": columns.embedding,
+            **{f"category[{i}]": name for i, name in enumerate(flags)},
+        },
+        source=source,
+    )
+    if flags:
+        categories = F.filter(
+            F.array(*[F.when(F.col(f"`{n}`").cast("double") == 1, F.lit(n)) for n in flags]),
+            lambda c: c.isNotNull(),
+        )
+    elif single is None:
+        categories = F.lit(None).cast("array<string>")
+    elif isinstance(raw.schema[single].dataType, T.ArrayType):
+        categories = F.col(single).cast("array<string>")
+    elif separator:
+        categories = F.filter(
+            F.transform(F.split(F.col(single), re.escape(separator)), F.trim),
+            lambda c: c != "",
+        )
+    else:
+        raise InputError(
+            f"{source}: column {single!r} holds strings; set {source}.category_separator "
+            '(e.g. "|") to split it into categories.'
+        )
+    if columns.embedding is None:
+        embedding = F.lit(None).cast("array<double>")
+    elif isinstance(raw.schema[columns.embedding].dataType, T.ArrayType):
+        embedding = F.col(columns.embedding).cast("array<double>")
+    else:
+        raise InputError(
+            f"{source}: column {columns.embedding!r} (embedding) must be an array of numbers."
+        )
+    mapped = raw.select(
+        F.col(columns.item).cast(item_type).alias(ITEM),
+        categories.alias("categories"),
+        embedding.alias("embedding"),
+    )
+    counts = _count_where(
+        mapped,
+        {f"{columns.item} (item id) has null or mistyped values": (F.col(ITEM).isNull())},
+    )
+    _raise_on_counts(
+        counts,
+        source=source,
+        fix="give every metadata row an item id of the log's type",
+    )
+    return mapped.groupBy(ITEM).agg(
+        F.array_distinct(F.flatten(F.collect_list("categories"))).alias("categories"),
+        F.first("embedding", ignorenulls=True).alias("embedding"),
+    )
 
 
 def _not_finite(name: str) -> Column:

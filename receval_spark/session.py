@@ -61,7 +61,7 @@ def build_session(config: SparkConfig, *, app_name: str) -> SparkSession:
     return session
 
 
-def _text(value: str | int | float | bool) -> str:
+def _text(value: str | float | bool) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 

@@ -88,7 +88,10 @@ def plan_global_temporal(
         validation = to_datetime(config.validation_cutoff)
     elif config.validation_quantile is not None:
         validation = resolve_cutoff(interactions, config.validation_quantile)
-    for key, point in (("split.cutoff", cutoff), ("split.validation_cutoff", validation)):
+    for key, point in (
+        ("split.cutoff", cutoff),
+        ("split.validation_cutoff", validation),
+    ):
         if point is not None and not lo < point <= hi:
             raise InputError(
                 f"{key}: {iso(point)} is outside the data, whose timestamps run from "
@@ -104,7 +107,10 @@ def plan_global_temporal(
 
 
 def global_temporal_split(
-    interactions: DataFrame, *, cutoff: dt.datetime, validation_cutoff: dt.datetime | None = None
+    interactions: DataFrame,
+    *,
+    cutoff: dt.datetime,
+    validation_cutoff: dt.datetime | None = None,
 ) -> Split:
     """train: timestamp < cutoff, test: timestamp >= cutoff.
 
@@ -154,7 +160,10 @@ def user_random_split(interactions: DataFrame, *, fraction: float, seed: int) ->
     """
     by_user = Window.partitionBy(USER)
     shuffled = by_user.orderBy(
-        seeded_hash(seed, USER, ITEM, TIMESTAMP), F.col(ITEM), F.col(TIMESTAMP), F.col(RATING)
+        seeded_hash(seed, USER, ITEM, TIMESTAMP),
+        F.col(ITEM),
+        F.col(TIMESTAMP),
+        F.col(RATING),
     )
     ranked = interactions.select(
         "*",
@@ -173,7 +182,9 @@ def user_holdout_split(interactions: DataFrame, *, fraction: float, seed: int) -
     """
     is_test = uniform(seeded_hash(seed, USER)) < F.lit(fraction)
     return _by_flag(
-        interactions, is_test, {"method": "user_holdout", "fraction": fraction, "seed": seed}
+        interactions,
+        is_test,
+        {"method": "user_holdout", "fraction": fraction, "seed": seed},
     )
 
 

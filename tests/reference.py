@@ -283,3 +283,295 @@ def evaluate_model(
     ranking = top_k(candidates, k=max(ks), seen=seen, users=list(relevance))
     per_user = per_user_metrics(ranking, relevance, ks)
     return per_user, macro_average(per_user)
+
+
+# --- beyond-accuracy metrics (DESIGN §6) ---------------------------------------------------
+#
+# Inputs, all plain pandas / Python:
+#   lists       DataFrame (user_id, k, item_id): one row per slot of R_k(u) (order irrelevant).
+#               Only non-empty lists appear; a user without rows has no list and is left out.
+#   train       DataFrame (user_id, item_id, ...): the train interactions (duplicates count
+#               as separate interactions for the interaction counts).
+#   categories  {item: set of categories}; items missing from it (or with an empty set) have
+#               no categories.
+#   vectors     {item: 1-d np.ndarray}; items missing from it (or with a zero vector) have no
+#               embedding.
+#   truth       DataFrame (user_id, item_id, ...): Rel(u).
+#   expected    DataFrame (user_id, k, item_id): the popularity baseline's top-k lists (the
+#               items that are *expected*, i.e. not surprising, for serendipity).
+#
+# Interpretation of DESIGN §6 used here: f_i, and with it Coverage, Gini and Entropy, are
+# taken over the catalogue I (items with a train interaction) only; list items outside I do
+# not count there. Novelty gives them p = 1/(train users) (the floor), PopularityBias a train
+# interaction count of 0; personalization, ILD and serendipity treat them like any item.
+
+Lists = dict[object, list[object]]  # user -> the items of R_k(u) for one k
+
+
+def lists_at(lists: pd.DataFrame, k: int) -> Lists:
+    """user -> items of R_k(u) for one k, from the long (user_id, k, item_id) table."""
+    rows = lists[lists["k"] == k]
+    out: Lists = {}
+    for user, item in zip(rows[USER], rows[ITEM], strict=True):
+        out.setdefault(user, []).append(item)
+    return out
+
+
+def train_statistics(train: pd.DataFrame) -> tuple[dict, dict, int]:
+    """(item -> distinct train users, item -> train interactions, number of train users).
+
+    The keys of the first two are the catalogue I.
+    """
+    users_of: dict[object, set[object]] = {}
+    interactions: dict[object, int] = {}
+    for user, item in zip(train[USER], train[ITEM], strict=True):
+        users_of.setdefault(item, set()).add(user)
+        interactions[item] = interactions.get(item, 0) + 1
+    n_users = len(set(train[USER]))
+    return {i: len(u) for i, u in users_of.items()}, interactions, n_users
+
+
+def exposure_counts(ranking: Lists, catalogue: Iterable[object]) -> dict[object, int]:
+    """f_i for every catalogue item: the number of lists containing i (0 if never shown)."""
+    f = dict.fromkeys(catalogue, 0)
+    for items in ranking.values():
+        for item in set(items):
+            if item in f:
+                f[item] += 1
+    return f
+
+
+def coverage(ranking: Lists, catalogue: Iterable[object]) -> float:
+    """|union of the lists ∩ I| / |I|."""
+    catalogue = set(catalogue)
+    shown = {item for items in ranking.values() for item in items}
+    return len(shown & catalogue) / len(catalogue)
+
+
+def gini(ranking: Lists, catalogue: Iterable[object]) -> float:
+    """G = sum_i (2i - n - 1) f_(i) / (n sum_i f_i), f ascending over all n catalogue items
+    (never-recommended items included with f = 0), i = 1..n."""
+    f = np.sort(np.asarray(list(exposure_counts(ranking, catalogue).values()), dtype="float64"))
+    n = len(f)
+    i = np.arange(1, n + 1, dtype="float64")
+    return float(np.sum((2 * i - n - 1) * f) / (n * np.sum(f)))
+
+
+def entropy(ranking: Lists, catalogue: Iterable[object]) -> float:
+    """-sum_i (f_i / F) log2(f_i / F), F = sum f_i (terms with f_i = 0 are 0)."""
+    f = np.asarray(list(exposure_counts(ranking, catalogue).values()), dtype="float64")
+    p = f[f > 0] / f.sum()
+    return float(-np.sum(p * np.log2(p)))
+
+
+def novelty_per_user(
+    ranking: Lists, users_of: Mapping[object, int], n_train_users: int
+) -> dict[object, float]:
+    """user -> mean over i in R_k(u) of -log2 p(i), p(i) = max(users of i, 1) / train users."""
+    out = {}
+    for user, items in ranking.items():
+        info = [-math.log2(max(users_of.get(i, 0), 1) / n_train_users) for i in items]
+        out[user] = sum(info) / len(info)
+    return out
+
+
+def popularity_bias(ranking: Lists, interactions: Mapping[object, int]) -> float:
+    """Mean train interaction count over all list slots / mean over catalogue items."""
+    slots = [interactions.get(i, 0) for items in ranking.values() for i in items]
+    catalogue_mean = sum(interactions.values()) / len(interactions)
+    return (sum(slots) / len(slots)) / catalogue_mean
+
+
+def list_cosine(a: Sequence[object], b: Sequence[object]) -> float:
+    """Cosine of two binary list vectors: |A ∩ B| / sqrt(|A| |B|)."""
+    sa, sb = set(a), set(b)
+    return len(sa & sb) / math.sqrt(len(sa) * len(sb))
+
+
+def personalization(ranking: Lists) -> float | None:
+    """1 - mean cosine over ALL unordered pairs of lists, by brute force (None below 2 lists)."""
+    users = list(ranking)
+    if len(users) < 2:
+        return None
+    total = 0.0
+    pairs = 0
+    for a in range(len(users)):
+        for b in range(a + 1, len(users)):
+            total += list_cosine(ranking[users[a]], ranking[users[b]])
+            pairs += 1
+    return 1.0 - total / pairs
+
+
+def jaccard_distance(a: Sequence[object], b: Sequence[object]) -> float:
+    """1 - |A ∩ B| / |A or B| (one minus the Jaccard index of the two item sets)."""
+    sa, sb = set(a), set(b)
+    return 1.0 - len(sa & sb) / len(sa | sb)
+
+
+# Spark's xxhash64 (XXH64 with seed 42 over the columns in turn), for reproducing the pair
+# sample of ``receval_spark.metrics.beyond.jaccard_pair_distances``: int (32-bit) values use
+# XXH64.hashInt, long values XXH64.hashLong; the result is a signed 64-bit integer.
+_M64 = (1 << 64) - 1
+_P1 = 0x9E3779B185EBCA87
+_P2 = 0xC2B2AE3D27D4EB4F
+_P3 = 0x165667B19E3779F9
+_P4 = 0x85EBCA77C2B2AE63
+_P5 = 0x27D4EB2F165667C5
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (64 - r))) & _M64
+
+
+def _fmix(h: int) -> int:
+    h ^= h >> 33
+    h = (h * _P2) & _M64
+    h ^= h >> 29
+    h = (h * _P3) & _M64
+    return h ^ (h >> 32)
+
+
+def _hash_int(value: int, seed: int) -> int:
+    h = (seed + _P5 + 4) & _M64
+    h ^= ((value & 0xFFFFFFFF) * _P1) & _M64
+    return _fmix((_rotl(h, 23) * _P2 + _P3) & _M64)
+
+
+def _hash_long(value: int, seed: int) -> int:
+    h = (seed + _P5 + 8) & _M64
+    h ^= (_rotl(((value & _M64) * _P2) & _M64, 31) * _P1) & _M64
+    return _fmix((_rotl(h, 27) * _P1 + _P4) & _M64)
+
+
+def spark_xxhash64(*values: tuple[int, str]) -> int:
+    """Spark ``xxhash64(v1, v2, ...)`` of integer values given as (value, "int" | "long")."""
+    h = 42
+    for value, kind in values:
+        h = _hash_int(value, h) if kind == "int" else _hash_long(value, h)
+    return h - (1 << 64) if h >= 1 << 63 else h
+
+
+def sampled_pairs(
+    users: Iterable[int], *, pairs: int, seed: int, user_kind: str = "int"
+) -> list[tuple[int, int]]:
+    """The pair sample documented in ``jaccard_pair_distances``: users ordered by
+    (xxhash64(seed, user), user), the first 2·pairs taken, positions (2j, 2j + 1) paired;
+    an incomplete last pair is dropped. The seed is a Spark int literal when it fits."""
+    seed_kind = "int" if -(2**31) <= seed < 2**31 else "long"
+    ordered = sorted(
+        users, key=lambda u: (spark_xxhash64((seed, seed_kind), (int(u), user_kind)), u)
+    )[: 2 * pairs]
+    return [(ordered[j], ordered[j + 1]) for j in range(0, len(ordered) - 1, 2)]
+
+
+def ild_category_per_user(ranking: Lists, categories: Mapping[object, set]) -> dict[object, float]:
+    """user -> (distinct categories in the list) / (list items having categories).
+
+    Items without categories are left out of both counts; lists with none get no value.
+    """
+    out = {}
+    for user, items in ranking.items():
+        known = [categories[i] for i in items if categories.get(i)]
+        if known:
+            out[user] = len(set().union(*known)) / len(known)
+    return out
+
+
+def ild_embedding_per_user(
+    ranking: Lists, vectors: Mapping[object, np.ndarray]
+) -> dict[object, float]:
+    """user -> 1 - mean cosine over the explicit pairs of embedded list items.
+
+    Items without a (non-zero) vector are left out; lists with < 2 such items get no value.
+    """
+    out = {}
+    for user, items in ranking.items():
+        vs = [
+            np.asarray(vectors[i], dtype="float64")
+            for i in items
+            if i in vectors and np.linalg.norm(vectors[i]) > 0
+        ]
+        if len(vs) < 2:
+            continue
+        cosines = [
+            float(vs[a] @ vs[b] / (np.linalg.norm(vs[a]) * np.linalg.norm(vs[b])))
+            for a in range(len(vs))
+            for b in range(a + 1, len(vs))
+        ]
+        out[user] = 1.0 - sum(cosines) / len(cosines)
+    return out
+
+
+def serendipity_per_user(
+    ranking: Lists, relevant: Mapping[object, Iterable[object]], expected: Lists, k: int
+) -> dict[object, float]:
+    """user -> |{i in R_k(u): i in Rel(u), i not in expected(u)}| / k, for users with a list."""
+    out = {}
+    for user, items in ranking.items():
+        rel = set(relevant.get(user, ()))
+        usual = set(expected.get(user, ()))
+        out[user] = sum(1 for i in set(items) if i in rel and i not in usual) / k
+    return out
+
+
+def beyond_metrics(
+    lists: pd.DataFrame,
+    train: pd.DataFrame,
+    *,
+    categories: Mapping[object, set] | None = None,
+    vectors: Mapping[object, np.ndarray] | None = None,
+    truth: pd.DataFrame | None = None,
+    expected: pd.DataFrame | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """All beyond-accuracy metrics of one model's lists at every k present in ``lists``.
+
+    Returns (group table (k, metric, value, n_users, std), per-user long table
+    (user_id, k, metric, value)). Group metrics: coverage, gini, entropy, popularity_bias,
+    personalization (n_users = number of lists, std NaN). Per-user metrics (novelty, and
+    ild_category / ild_embedding / serendipity when their inputs are given) are macro
+    averaged by ``macro_average`` (n_users = users with a value, std with ddof=1).
+    personalization_jaccard is sampled and left to ``jaccard_distances``.
+    """
+    users_of, interactions, n_train_users = train_statistics(train)
+    catalogue = list(users_of)
+    relevant: dict[object, set[object]] = {}
+    if truth is not None:
+        for user, item in zip(truth[USER], truth[ITEM], strict=True):
+            relevant.setdefault(user, set()).add(item)
+    group_rows = []
+    user_rows = []
+    for k in sorted(set(lists["k"])):
+        ranking = lists_at(lists, int(k))
+        n = len(ranking)
+        group = {
+            "coverage": coverage(ranking, catalogue),
+            "gini": gini(ranking, catalogue),
+            "entropy": entropy(ranking, catalogue),
+            "popularity_bias": popularity_bias(ranking, interactions),
+            "personalization": personalization(ranking),
+        }
+        group_rows += [(int(k), m, v, n, float("nan")) for m, v in group.items()]
+        per_user = {"novelty": novelty_per_user(ranking, users_of, n_train_users)}
+        if categories is not None:
+            per_user["ild_category"] = ild_category_per_user(ranking, categories)
+        if vectors is not None:
+            per_user["ild_embedding"] = ild_embedding_per_user(ranking, vectors)
+        if truth is not None and expected is not None:
+            per_user["serendipity"] = serendipity_per_user(
+                ranking, relevant, lists_at(expected, int(k)), int(k)
+            )
+        for metric, values in per_user.items():
+            user_rows += [(u, int(k), metric, float(v)) for u, v in values.items()]
+    per_user_long = pd.DataFrame(user_rows, columns=[USER, "k", "metric", "value"])
+    groups = pd.DataFrame(group_rows, columns=["k", "metric", "value", "n_users", "std"])
+    averaged = macro_average(per_user_long)[["k", "metric", "value", "n_users", "std"]]
+    return pd.concat([groups, averaged], ignore_index=True), per_user_long
+
+
+def jaccard_distances(
+    lists: pd.DataFrame, k: int, *, pairs: int, seed: int, user_kind: str = "int"
+) -> list[float]:
+    """1 - Jaccard of each sampled pair of lists at k (pairs in sample order)."""
+    ranking = lists_at(lists, k)
+    chosen = sampled_pairs(ranking, pairs=pairs, seed=seed, user_kind=user_kind)
+    return [jaccard_distance(ranking[u], ranking[v]) for u, v in chosen]

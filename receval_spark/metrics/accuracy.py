@@ -29,7 +29,16 @@ from pyspark.sql import functions as F
 
 from receval_spark.schema import GRADE, ITEM, RANK, USER
 
-ACCURACY_METRICS = ("precision", "recall", "hit_rate", "mrr", "map", "ndcg", "arhr", "f1")
+ACCURACY_METRICS = (
+    "precision",
+    "recall",
+    "hit_rate",
+    "mrr",
+    "map",
+    "ndcg",
+    "arhr",
+    "f1",
+)
 
 
 def _gain(grade: Column) -> Column:
@@ -47,34 +56,49 @@ def _explode_ks(df: DataFrame, position: str, ks: Sequence[int]) -> DataFrame:
     return exploded.filter(F.col(position) <= F.col("k"))
 
 
-def ideal_dcg(truth: DataFrame, *, ks: Sequence[int]) -> DataFrame:
-    """(user_id, k, n_relevant, idcg): |Rel(u)| and the DCG of u's sorted grades, cut at k."""
-    best_first = Window.partitionBy(USER).orderBy(F.col(GRADE).desc(), F.col(ITEM).asc())
+def ideal_dcg(truth: DataFrame, *, ks: Sequence[int], keys: Sequence[str] = ()) -> DataFrame:
+    """(user_id, *keys, k, n_relevant, idcg): |Rel(u)| and the DCG of u's sorted grades at k.
+
+    ``keys`` are extra truth columns (e.g. an item segment) that scope Rel(u).
+    """
+    user = Window.partitionBy(USER, *keys)
     ideal = truth.select(
         USER,
+        *keys,
         GRADE,
-        F.row_number().over(best_first).alias("_position"),
-        F.count(F.lit(1)).over(Window.partitionBy(USER)).alias("n_relevant"),
+        F.row_number().over(user.orderBy(F.col(GRADE).desc(), F.col(ITEM).asc())).alias("_pos"),
+        F.count(F.lit(1)).over(user).alias("n_relevant"),
     )
     return (
-        _explode_ks(ideal, "_position", ks)
-        .groupBy(USER, "k")
+        _explode_ks(ideal, "_pos", ks)
+        .groupBy(USER, *keys, "k")
         .agg(
             F.first("n_relevant").alias("n_relevant"),
-            F.sum(_gain(F.col(GRADE)) / _discount(F.col("_position"))).alias("idcg"),
+            F.sum(_gain(F.col(GRADE)) / _discount(F.col("_pos"))).alias("idcg"),
         )
     )
 
 
-def hit_statistics(ranked: DataFrame, truth: DataFrame, *, ks: Sequence[int]) -> DataFrame:
-    """(user_id, k, hits, first_hit, precision_sum, dcg, reciprocal_sum) over ranks <= k."""
-    hits = ranked.select(USER, ITEM, RANK).join(truth.select(USER, ITEM, GRADE), on=[USER, ITEM])
-    by_rank = Window.partitionBy(USER).orderBy(F.col(RANK))
+def hit_statistics(
+    ranked: DataFrame,
+    truth: DataFrame,
+    *,
+    ks: Sequence[int],
+    list_keys: Sequence[str] = (),
+    truth_keys: Sequence[str] = (),
+) -> DataFrame:
+    """(user_id, *list_keys, *truth_keys, k, hits, first_hit, precision_sum, dcg,
+    reciprocal_sum) over the recommended relevant items at ranks <= k."""
+    keys = [USER, *list_keys, *truth_keys]
+    hits = ranked.select(USER, ITEM, RANK, *list_keys).join(
+        truth.select(USER, ITEM, GRADE, *truth_keys), on=[USER, ITEM]
+    )
+    by_rank = Window.partitionBy(*keys).orderBy(F.col(RANK))
     hits = hits.withColumn("_hits_so_far", F.row_number().over(by_rank))
     rank = F.col(RANK).cast("double")
     return (
         _explode_ks(hits, RANK, ks)
-        .groupBy(USER, "k")
+        .groupBy(*keys, "k")
         .agg(
             F.count(F.lit(1)).alias("hits"),
             F.min(RANK).alias("first_hit"),
@@ -85,16 +109,29 @@ def hit_statistics(ranked: DataFrame, truth: DataFrame, *, ks: Sequence[int]) ->
     )
 
 
-def per_user_accuracy(ranked: DataFrame, truth: DataFrame, *, ks: Sequence[int]) -> DataFrame:
-    """(user_id, k, <one column per ACCURACY_METRICS>) for every evaluated user and k.
+def per_user_accuracy(
+    ranked: DataFrame,
+    truth: DataFrame,
+    *,
+    ks: Sequence[int],
+    lists: DataFrame | None = None,
+    truth_keys: Sequence[str] = (),
+) -> DataFrame:
+    """(user_id, *list keys, *truth_keys, k, <ACCURACY_METRICS>) for every evaluated user and k.
 
-    ``ranked``: (user_id, item_id, rank) with rank 1..max(ks); ``truth``: (user_id, item_id,
-    grade > 0). Evaluated users are the users of ``truth``; those without a hit score 0.
-    Precision divides by k even where the list is shorter than k.
+    ``ranked``: (user_id, item_id, rank, *list keys) with rank 1..max(ks); ``truth``:
+    (user_id, item_id, grade > 0, *truth_keys). Evaluated users are the users of ``truth``
+    (per truth key); those without a hit score 0. ``lists`` holds every combination of the
+    list keys (e.g. one row per model) so that a model without any recommendation for a user
+    still scores 0 for that user; its columns are the list keys. Precision divides by k even
+    where the list is shorter than k.
     """
-    joined = ideal_dcg(truth, ks=ks).join(
-        hit_statistics(ranked, truth, ks=ks), on=[USER, "k"], how="left"
-    )
+    list_keys = [] if lists is None else lists.columns
+    ideal = ideal_dcg(truth, ks=ks, keys=truth_keys)
+    if lists is not None:
+        ideal = ideal.crossJoin(F.broadcast(lists))
+    stats = hit_statistics(ranked, truth, ks=ks, list_keys=list_keys, truth_keys=truth_keys)
+    joined = ideal.join(stats, on=[USER, *list_keys, *truth_keys, "k"], how="left")
     hits = F.coalesce(F.col("hits"), F.lit(0)).cast("double")
     k = F.col("k").cast("double")
     n_rel = F.col("n_relevant").cast("double")
@@ -102,6 +139,8 @@ def per_user_accuracy(ranked: DataFrame, truth: DataFrame, *, ks: Sequence[int])
     recall = hits / n_rel
     return joined.select(
         USER,
+        *list_keys,
+        *truth_keys,
         F.col("k").cast("int").alias("k"),
         precision.alias("precision"),
         recall.alias("recall"),

@@ -11,7 +11,10 @@ from pyspark.sql import functions as F
 def to_long(per_user: DataFrame, *, metrics: Sequence[str], keys: Sequence[str]) -> DataFrame:
     """Unpivot metric columns: (*keys, metric, value) with one row per metric."""
     return per_user.unpivot(
-        ids=list(keys), values=list(metrics), variableColumnName="metric", valueColumnName="value"
+        ids=list(keys),
+        values=list(metrics),
+        variableColumnName="metric",
+        valueColumnName="value",
     )
 
 

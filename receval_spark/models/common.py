@@ -14,5 +14,6 @@ def ranks_needed(users: DataFrame, *, k: int, seen: DataFrame | None) -> DataFra
         return users.select(USER, F.lit(k).alias("_needed"))
     seen_counts = seen.groupBy(USER).agg(F.countDistinct(ITEM).alias("_n_seen"))
     return users.join(seen_counts, on=USER, how="left").select(
-        USER, (F.lit(k) + F.coalesce(F.col("_n_seen"), F.lit(0))).cast("int").alias("_needed")
+        USER,
+        (F.lit(k) + F.coalesce(F.col("_n_seen"), F.lit(0))).cast("int").alias("_needed"),
     )

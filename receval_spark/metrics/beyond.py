@@ -1,0 +1,450 @@
+r"""Beyond-accuracy metrics of the top-k lists (DESIGN §6), linear in users and list slots.
+
+Lists are the non-empty top-k lists of the evaluated users, one row per (list, item):
+``(*by, user_id, item_id)`` where ``by`` names a list group such as (model, segment, k).
+Catalogue I = items with a train interaction; f_i = number of lists containing i;
+p(i) = max(train users of i, 1) / train users.
+
+.. math::
+
+    Coverage = |\cup_u R_k(u) \cap I| / |I| \qquad
+    Gini = \frac{\sum_{i=1}^{n} (2i - n - 1) f_{(i)}}{n \sum_i f_i} \ (f \text{ ascending over } I)
+
+    Entropy = -\sum_i \frac{f_i}{F} \log_2 \frac{f_i}{F} \qquad
+    Novelty(u) = \frac{1}{|R_k(u)|} \sum_{i \in R_k(u)} -\log_2 p(i)
+
+    PopularityBias = \frac{\text{mean train interactions of list slots}}
+                          {\text{mean train interactions of catalogue items}}
+
+    \sum_{u<v} \cos(u, v) = \sum_i \frac{s_i^2 - q_i}{2},\quad
+    s_i = \sum_{u \ni i} |R_k(u)|^{-1/2},\ q_i = \sum_{u \ni i} |R_k(u)|^{-1}
+
+    ILD_{emb}(u) = 1 - \frac{\lVert \sum_{i} \hat v_i \rVert^2 - n}{n (n - 1)}
+
+No user pairs, no per-list item pairs: every metric is a join on item or user and an
+aggregation. Group-level metrics come back as (*by, metric, value, n_users); per-user ones as
+(*by, user_id, metric, value) for macro averaging with the accuracy metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from receval_spark.schema import ITEM, RANK, USER
+from receval_spark.split import seeded_hash
+
+GROUP_METRICS = (
+    "coverage",
+    "gini",
+    "entropy",
+    "popularity_bias",
+    "personalization",
+    "personalization_jaccard",
+)
+PER_USER_METRICS = ("novelty", "ild_category", "ild_embedding", "serendipity")
+BEYOND_METRICS = GROUP_METRICS + PER_USER_METRICS
+
+
+def top_k_lists(ranked: DataFrame, *, ks: Sequence[int]) -> DataFrame:
+    """R_k(u) for every k, read off one ranking: the ranked rows (any extra columns kept) with
+    their k, one row per k >= rank."""
+    exploded = ranked.select("*", F.explode(F.array(*[F.lit(int(k)) for k in ks])).alias("k"))
+    return exploded.filter(F.col(RANK) <= F.col("k"))
+
+
+def item_statistics(history: DataFrame) -> DataFrame:
+    """The catalogue: (item_id, n_users, n_interactions) over the train interactions."""
+    return history.groupBy(ITEM).agg(
+        F.countDistinct(USER).alias("n_users"),
+        F.count(F.lit(1)).alias("n_interactions"),
+    )
+
+
+def catalogue_totals(history: DataFrame, catalogue: DataFrame) -> DataFrame:
+    """One row: n_catalogue, n_train_users, mean_item_interactions."""
+    items = catalogue.agg(
+        F.count(F.lit(1)).alias("n_catalogue"),
+        F.avg("n_interactions").alias("mean_item_interactions"),
+    )
+    users = history.agg(F.countDistinct(USER).alias("n_train_users"))
+    return items.crossJoin(users)
+
+
+def exposure_distribution(
+    lists: DataFrame, catalogue: DataFrame, totals: DataFrame, *, by: Sequence[str]
+) -> DataFrame:
+    """(*by, coverage, gini, entropy) from the exposure counts f_i of catalogue items.
+
+    Gini counts never-recommended catalogue items as f = 0 without materialising them: the
+    n0 zero items take the first n0 positions of the ascending order, and items sharing a
+    value f occupy a block of consecutive positions, so one window over the distinct f values
+    of a group suffices. Ties do not change the value.
+    """
+    by = list(by)
+    exposure = (
+        lists.join(catalogue.select(ITEM), on=ITEM)
+        .groupBy(*by, ITEM)
+        .agg(F.count(F.lit(1)).alias("f"))
+    )
+    blocks = exposure.groupBy(*by, "f").agg(F.count(F.lit(1)).alias("c"))
+    group = Window.partitionBy(*by)
+    smaller = group.orderBy("f").rowsBetween(Window.unboundedPreceding, -1)
+    n = F.col("n_catalogue").cast("double")
+    c = F.col("c").cast("double")
+    f = F.col("f").cast("double")
+    start = (n - F.sum("c").over(group)) + F.coalesce(F.sum("c").over(smaller), F.lit(0))
+    positions = c * start + c * (c + 1) / 2  # sum of 1-based positions start+1 .. start+c
+    terms = blocks.crossJoin(F.broadcast(totals)).select(
+        *by,
+        n.alias("n"),
+        c.alias("c"),
+        (c * f).alias("mass"),
+        (c * f * F.log2(f)).alias("mass_log"),
+        (f * (2 * positions - c * (n + 1))).alias("gini_term"),
+    )
+    return terms.groupBy(*by).agg(
+        (F.sum("c") / F.first("n")).alias("coverage"),
+        (F.sum("gini_term") / (F.first("n") * F.sum("mass"))).alias("gini"),
+        (F.log2(F.sum("mass")) - F.sum("mass_log") / F.sum("mass")).alias("entropy"),
+    )
+
+
+def popularity_bias(
+    lists: DataFrame, catalogue: DataFrame, totals: DataFrame, *, by: Sequence[str]
+) -> DataFrame:
+    """(*by, popularity_bias): mean train interactions per list slot over the catalogue mean."""
+    slots = lists.join(catalogue.select(ITEM, "n_interactions"), on=ITEM, how="left")
+    return (
+        slots.groupBy(*by)
+        .agg(F.avg(F.coalesce(F.col("n_interactions"), F.lit(0))).alias("_mean_slot"))
+        .crossJoin(F.broadcast(totals))
+        .select(
+            *by,
+            (F.col("_mean_slot") / F.col("mean_item_interactions")).alias("popularity_bias"),
+        )
+    )
+
+
+def personalization(lists: DataFrame, *, by: Sequence[str]) -> DataFrame:
+    """(*by, personalization, n_lists): 1 - mean cosine over all pairs of binary list vectors.
+
+    Exact via sum_{u<v} cos(u, v) = sum_i (s_i^2 - q_i) / 2 (module doc); null below 2 lists.
+    """
+    by = list(by)
+    sizes = lists.groupBy(*by, USER).agg(F.count(F.lit(1)).alias("_n"))
+    weighted = lists.join(sizes, on=[*by, USER]).select(
+        *by, ITEM, (F.lit(1.0) / F.sqrt("_n")).alias("_x")
+    )
+    pair_sum = (
+        weighted.groupBy(*by, ITEM)
+        .agg(F.sum("_x").alias("_s"), F.sum(F.col("_x") * F.col("_x")).alias("_q"))
+        .groupBy(*by)
+        .agg(F.sum((F.col("_s") * F.col("_s") - F.col("_q")) / 2).alias("_pair_sum"))
+    )
+    n_lists = sizes.groupBy(*by).agg(F.count(F.lit(1)).alias("n_lists"))
+    pairs = F.col("n_lists") * (F.col("n_lists") - 1) / 2
+    return pair_sum.join(n_lists, on=by).select(
+        *by,
+        F.when(F.col("n_lists") >= 2, 1 - F.col("_pair_sum") / pairs).alias("personalization"),
+        "n_lists",
+    )
+
+
+def jaccard_pair_distances(
+    lists: DataFrame, *, by: Sequence[str], pairs: int, seed: int
+) -> DataFrame:
+    """(*by, _pair, value = 1 - Jaccard) for a seeded sample of disjoint user pairs per group.
+
+    The 2·pairs users with the smallest hash(seed, user) in a group are paired in hash order;
+    a uniform sample of pairs, independent of partitioning. Its mean estimates
+    ``personalization_jaccard``; its spread gives the standard error std / sqrt(pairs).
+    """
+    by = list(by)
+    users = lists.select(*by, USER).distinct()
+    order = Window.partitionBy(*by).orderBy(seeded_hash(seed, USER), F.col(USER))
+    chosen = (
+        users.withColumn("_pos", F.row_number().over(order) - 1)
+        .filter(F.col("_pos") < 2 * pairs)
+        .withColumn("_pair", F.floor(F.col("_pos") / 2))
+    )
+    complete = (
+        chosen.groupBy(*by, "_pair")
+        .agg(F.count(F.lit(1)).alias("_members"))
+        .filter(F.col("_members") == 2)
+    )
+    shared = (
+        lists.join(chosen.join(complete, on=[*by, "_pair"]), on=[*by, USER])
+        .groupBy(*by, "_pair", ITEM)
+        .agg(F.count(F.lit(1)).alias("_holders"))
+    )
+    return shared.groupBy(*by, "_pair").agg(
+        (1 - F.count(F.when(F.col("_holders") == 2, True)) / F.count(F.lit(1))).alias("value")
+    )
+
+
+def novelty(
+    lists: DataFrame, catalogue: DataFrame, totals: DataFrame, *, by: Sequence[str]
+) -> DataFrame:
+    """(*by, user_id, value): mean self-information -log2 p(i) of the user's list."""
+    n_users = F.col("n_train_users").cast("double")
+    p = F.greatest(F.coalesce(F.col("n_users"), F.lit(0)), F.lit(1)) / n_users
+    return (
+        lists.join(catalogue.select(ITEM, "n_users"), on=ITEM, how="left")
+        .crossJoin(F.broadcast(totals.select("n_train_users")))
+        .groupBy(*by, USER)
+        .agg(F.avg(-F.log2(p)).alias("value"))
+    )
+
+
+def category_diversity(lists: DataFrame, categories: DataFrame, *, by: Sequence[str]) -> DataFrame:
+    """(*by, user_id, value): distinct categories in the list / items of the list.
+
+    Only list items with known categories count (items without metadata are left out of both
+    numerator and denominator); lists with no such item get no value.
+    """
+    known = categories.filter(F.size("categories") > 0)
+    return (
+        lists.join(known, on=ITEM)
+        .groupBy(*by, USER)
+        .agg(
+            (
+                F.size(F.array_distinct(F.flatten(F.collect_list("categories"))))
+                / F.count(F.lit(1))
+            ).alias("value")
+        )
+    )
+
+
+def unit_vectors(embeddings: DataFrame) -> DataFrame:
+    """(item_id, unit): embeddings scaled to length 1; zero or missing vectors are dropped."""
+    norm = F.sqrt(F.aggregate("embedding", F.lit(0.0), lambda acc, x: acc + x * x))
+    return (
+        embeddings.select(ITEM, "embedding", norm.alias("_norm"))
+        .filter(F.col("_norm") > 0)
+        .select(ITEM, F.transform("embedding", lambda x: x / F.col("_norm")).alias("unit"))
+    )
+
+
+def vector_sum(vectors: Column) -> Column:
+    """Element-wise sum of an array of equal-length arrays (an aggregate over collect_list)."""
+    first = F.element_at(vectors, 1)
+    zero = F.transform(first, lambda _: F.lit(0.0))
+    return F.aggregate(vectors, zero, lambda acc, v: F.zip_with(acc, v, lambda a, b: a + b))
+
+
+def embedding_diversity(lists: DataFrame, units: DataFrame, *, by: Sequence[str]) -> DataFrame:
+    """(*by, user_id, value): 1 - mean pairwise cosine of the list's unit item vectors.
+
+    Mean pairwise cosine of n unit vectors = (||sum v||^2 - n) / (n (n - 1)): O(n·d) per list.
+    Only items with an embedding count; lists with fewer than 2 such items get no value.
+    """
+    summed = (
+        lists.join(units, on=ITEM)
+        .groupBy(*by, USER)
+        .agg(
+            vector_sum(F.collect_list("unit")).alias("_sum"),
+            F.count(F.lit(1)).alias("_n"),
+        )
+        .filter(F.col("_n") >= 2)
+    )
+    squared = F.aggregate("_sum", F.lit(0.0), lambda acc, x: acc + x * x)
+    n = F.col("_n").cast("double")
+    return summed.select(*by, USER, (1 - (squared - n) / (n * (n - 1))).alias("value"))
+
+
+def serendipity(
+    lists: DataFrame,
+    truth: DataFrame,
+    expected: DataFrame,
+    *,
+    by: Sequence[str],
+    expected_keys: Sequence[str],
+) -> DataFrame:
+    """(*by, user_id, value): relevant and unexpected items of the list / k.
+
+    ``expected`` holds the (user, item) pairs that are *expected* for the user, keyed by
+    ``expected_keys`` (e.g. user_id, k, item_id for the popularity baseline's top-k); every
+    list item not among them is unexpected. Lists without such an item score 0.
+    """
+    by = list(by)
+    serendipitous = (
+        lists.join(truth.select(USER, ITEM), on=[USER, ITEM])
+        .join(expected.select(*expected_keys), on=list(expected_keys), how="left_anti")
+        .groupBy(*by, USER)
+        .agg(F.count(F.lit(1)).alias("_hits"))
+    )
+    return (
+        lists.select(*by, USER)
+        .distinct()
+        .join(serendipitous, on=[*by, USER], how="left")
+        .select(
+            *by,
+            USER,
+            (F.coalesce(F.col("_hits"), F.lit(0)) / F.col("k")).cast("double").alias("value"),
+        )
+    )
+
+
+def content_expected(
+    lists: DataFrame, history: DataFrame, units: DataFrame, *, threshold: float
+) -> DataFrame:
+    """(user_id, item_id): list items whose cosine to the user's train profile is >= threshold.
+
+    The profile is the sum of the unit vectors of the user's train items (its direction is
+    their mean); items or users without an embedding count as expected (not surprising).
+    """
+    profiles = (
+        history.select(USER, ITEM)
+        .distinct()
+        .join(units, on=ITEM)
+        .groupBy(USER)
+        .agg(vector_sum(F.collect_list("unit")).alias("_profile"))
+    )
+    pairs = lists.select(USER, ITEM).distinct()
+    dot = F.aggregate(
+        F.zip_with("unit", "_profile", lambda a, b: a * b),
+        F.lit(0.0),
+        lambda acc, x: acc + x,
+    )
+    norm = F.sqrt(F.aggregate("_profile", F.lit(0.0), lambda acc, x: acc + x * x))
+    scored = pairs.join(units, on=ITEM, how="left").join(profiles, on=USER, how="left")
+    cosine = dot / norm
+    return scored.filter(
+        F.col("unit").isNull() | F.col("_profile").isNull() | (cosine >= F.lit(threshold))
+    ).select(USER, ITEM)
+
+
+@dataclass(frozen=True)
+class BeyondInputs:
+    """What the beyond-accuracy metrics read besides the lists.
+
+    ``expected``: the (user, item) pairs that are not surprising for serendipity, keyed by
+    ``expected_keys``; ``categories`` / ``units``: item metadata, or None when absent.
+    """
+
+    catalogue: DataFrame
+    totals: DataFrame
+    truth: DataFrame
+    expected: DataFrame
+    expected_keys: tuple[str, ...]
+    categories: DataFrame | None = None
+    units: DataFrame | None = None
+
+
+def per_user_beyond(
+    lists: DataFrame, inputs: BeyondInputs, *, by: Sequence[str], metrics: Sequence[str]
+) -> DataFrame | None:
+    """(*by, user_id, metric, value) for the per-user metrics among ``metrics``.
+
+    ild_category / ild_embedding are left out when their metadata is None.
+    """
+    frames = []
+    if "novelty" in metrics:
+        frames.append(("novelty", novelty(lists, inputs.catalogue, inputs.totals, by=by)))
+    if "ild_category" in metrics and inputs.categories is not None:
+        frames.append(("ild_category", category_diversity(lists, inputs.categories, by=by)))
+    if "ild_embedding" in metrics and inputs.units is not None:
+        frames.append(("ild_embedding", embedding_diversity(lists, inputs.units, by=by)))
+    if "serendipity" in metrics:
+        frames.append(
+            (
+                "serendipity",
+                serendipity(
+                    lists,
+                    inputs.truth,
+                    inputs.expected,
+                    by=by,
+                    expected_keys=inputs.expected_keys,
+                ),
+            )
+        )
+    return _union_long(
+        [frame.withColumn("metric", F.lit(name)) for name, frame in frames],
+        columns=[*by, USER, "metric", "value"],
+    )
+
+
+def group_beyond(
+    lists: DataFrame,
+    inputs: BeyondInputs,
+    *,
+    by: Sequence[str],
+    metrics: Sequence[str],
+    pairs: int,
+    seed: int,
+) -> DataFrame | None:
+    """(*by, metric, value, n_users, std, n_samples) for the group metrics among ``metrics``.
+
+    n_users is the number of lists in the group; std and n_samples (the number of sampled
+    pairs) are set for ``personalization_jaccard`` only.
+    """
+    by = list(by)
+    frames = []
+    wanted = [m for m in ("coverage", "gini", "entropy") if m in metrics]
+    if wanted:
+        exposure = exposure_distribution(lists, inputs.catalogue, inputs.totals, by=by)
+        frames += [
+            exposure.select(*by, F.lit(m).alias("metric"), F.col(m).alias("value")) for m in wanted
+        ]
+    if "popularity_bias" in metrics:
+        bias = popularity_bias(lists, inputs.catalogue, inputs.totals, by=by)
+        frames.append(
+            bias.select(
+                *by,
+                F.lit("popularity_bias").alias("metric"),
+                F.col("popularity_bias").alias("value"),
+            )
+        )
+    if "personalization" in metrics:
+        exact = personalization(lists, by=by)
+        frames.append(
+            exact.select(
+                *by,
+                F.lit("personalization").alias("metric"),
+                F.col("personalization").alias("value"),
+            )
+        )
+    scalar = _union_long(
+        [
+            f.withColumn("std", F.lit(None).cast("double")).withColumn(
+                "n_samples", F.lit(None).cast("long")
+            )
+            for f in frames
+        ],
+        columns=[*by, "metric", "value", "std", "n_samples"],
+    )
+    if "personalization_jaccard" in metrics:
+        sampled = (
+            jaccard_pair_distances(lists, by=by, pairs=pairs, seed=seed)
+            .groupBy(*by)
+            .agg(
+                F.avg("value").alias("value"),
+                F.stddev_samp("value").alias("std"),
+                F.count(F.lit(1)).alias("n_samples"),
+            )
+            .select(
+                *by,
+                F.lit("personalization_jaccard").alias("metric"),
+                "value",
+                "std",
+                "n_samples",
+            )
+        )
+        scalar = sampled if scalar is None else scalar.unionByName(sampled)
+    if scalar is None:
+        return None
+    n_lists = lists.groupBy(*by).agg(F.countDistinct(USER).alias("n_users"))
+    return scalar.join(n_lists, on=by)
+
+
+def _union_long(frames: Sequence[DataFrame], *, columns: Sequence[str]) -> DataFrame | None:
+    if not frames:
+        return None
+    result = frames[0].select(*columns)
+    for frame in frames[1:]:
+        result = result.unionByName(frame.select(*columns))
+    return result

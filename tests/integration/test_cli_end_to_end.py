@@ -1,0 +1,377 @@
+"""The job as users run it: ``receval``, ``python -m receval_spark`` and ``spark-submit``, each
+in its own process (and JVM), against the report contract of CONTRACT.md.
+
+Subprocess runs are slow, so the demo runs happen once per module (``demo_runs``) and the tests
+inspect what they left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyspark
+import pytest
+
+from receval_spark.cli import main
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+TIMEOUT = 900  # seconds per subprocess: each starts its own JVM on a possibly busy machine
+DATE_M, DATE_A = "2026-01-01", "2026-01-02"  # python -m run, then receval runs (twice)
+ACCURACY = {"precision", "recall", "hit_rate", "mrr", "map", "ndcg", "arhr", "f1"}
+
+METRICS_TYPES = [
+    ("run_id", "string"),
+    ("model", "string"),
+    ("segment", "string"),
+    ("protocol", "string"),
+    ("metric", "string"),
+    ("k", "int"),
+    ("value", "double"),
+    ("n_users", "bigint"),
+    ("std", "double"),
+    ("ci_low", "double"),
+    ("ci_high", "double"),
+]
+RUNS_TYPES = [
+    ("run_id", "string"),
+    ("run_name", "string"),
+    ("started_at", "timestamp"),
+    ("finished_at", "timestamp"),
+    ("status", "string"),
+    ("config", "string"),
+    ("split", "string"),
+    ("n_users_evaluated", "bigint"),
+    ("versions", "string"),
+    ("checks", "array<struct<name:string,passed:boolean,detail:string>>"),
+    ("warnings", "array<string>"),
+]
+PER_USER_TYPES = [
+    ("run_id", "string"),
+    ("model", "string"),
+    ("segment", "string"),
+    ("user_id", "string"),
+    ("metric", "string"),
+    ("k", "int"),
+    ("value", "double"),
+]
+_SQL_KEYS = (
+    "spark.sql.shuffle.partitions",
+    "spark.sql.session.timeZone",
+    "spark.sql.adaptive.enabled",
+    "spark.sql.adaptive.coalescePartitions.enabled",
+    "spark.sql.execution.arrow.pyspark.enabled",
+)
+
+
+def job_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    return env
+
+
+def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, cwd=REPO, env=job_env(), capture_output=True, text=True, timeout=TIMEOUT
+    )
+
+
+def explain(proc: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-6000:]}"
+
+
+def snapshot(root: Path, date: str) -> dict[str, bytes | None]:
+    """Files (bytes) and folders (None) of every dataset's partition for ``date``."""
+    return {
+        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
+        for part in sorted(root.glob(f"*/run_date={date}"))
+        for p in [part, *sorted(part.rglob("*"))]
+    }
+
+
+def read(spark, output: Path, dataset: str, date: str):
+    return spark.read.parquet(f"{output.as_uri()}/{dataset}/run_date={date}")
+
+
+def run_ids(spark, output: Path, dataset: str, date: str) -> set[str]:
+    df = read(spark, output, dataset, date).select("run_id").distinct()
+    return {r.run_id for r in df.collect()}
+
+
+def metric_values(spark, output: Path, date: str, model: str | None = None) -> dict:
+    """(model, segment, protocol, metric, k) -> (value, n_users, std, ci_low, ci_high)."""
+    rows = read(spark, output, "metrics", date).collect()
+    return {
+        (r.model, r.segment, r.protocol, r.metric, r.k): (
+            r.value,
+            r.n_users,
+            r.std,
+            r.ci_low,
+            r.ci_high,
+        )
+        for r in rows
+        if model is None or r.model == model
+    }
+
+
+def assert_same_metrics(left: dict, right: dict) -> None:
+    assert left.keys() == right.keys()
+    for key in left:
+        for a, b in zip(left[key], right[key], strict=True):
+            if a is None or b is None:
+                assert a is b, (key, left[key], right[key])
+            else:
+                assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12), (key, left[key], right[key])
+
+
+def has_types(df, expected: list[tuple[str, str]]) -> None:
+    """Every contract column is present, with the contract's type, in the contract's order."""
+    actual = dict(df.dtypes)
+    missing = [name for name, _ in expected if name not in actual]
+    assert not missing, f"missing columns {missing}; the table has {df.columns}"
+    assert [(name, actual[name]) for name, _ in expected] == expected
+    order = [df.columns.index(name) for name, _ in expected]
+    assert order == sorted(order), df.columns
+
+
+@contextlib.contextmanager
+def kept_sql_conf(spark):
+    saved = {key: spark.conf.get(key, None) for key in _SQL_KEYS}
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+@dataclass
+class DemoRuns:
+    output: Path
+    after_first: Path  # copy of the output after the first receval run (before the re-run)
+    by_module: subprocess.CompletedProcess[str]
+    first: subprocess.CompletedProcess[str]
+    again: subprocess.CompletedProcess[str]
+    date_m_before_rerun: dict[str, bytes | None]
+
+
+@pytest.fixture(scope="module")
+def demo_runs(tmp_path_factory) -> DemoRuns:
+    """conf/demo.yaml three times into one output folder:
+    ``python -m receval_spark`` for DATE_M, then ``receval`` for DATE_A, then DATE_A again."""
+    tmp = tmp_path_factory.mktemp("demo")
+    output = tmp / "reports"
+
+    def evaluate(launcher: list[str], date: str) -> subprocess.CompletedProcess[str]:
+        return run(
+            [
+                *launcher,
+                "evaluate",
+                "--config",
+                "conf/demo.yaml",
+                "--set",
+                f"output.path={output}",
+                "--set",
+                f"run.date={date}",
+            ]
+        )
+
+    by_module = evaluate([sys.executable, "-m", "receval_spark"], DATE_M)
+    first = evaluate([str(VENV_BIN / "receval")], DATE_A)
+    after_first = tmp / "after_first"
+    if output.exists():
+        shutil.copytree(output, after_first)
+    date_m_before_rerun = snapshot(output, DATE_M)
+    again = evaluate([str(VENV_BIN / "receval")], DATE_A)
+    return DemoRuns(output, after_first, by_module, first, again, date_m_before_rerun)
+
+
+def test_receval_evaluate_demo_writes_the_contract_reports(spark, demo_runs: DemoRuns) -> None:
+    proc = demo_runs.first
+    assert proc.returncode == 0, explain(proc)
+    out = demo_runs.after_first
+    assert f"({DATE_A})" in proc.stdout and "users evaluated" in proc.stdout, proc.stdout
+    for dataset in ("metrics", "runs", "per_user"):
+        assert (out / dataset / f"run_date={DATE_A}").is_dir(), dataset
+
+    metrics = read(spark, out, "metrics", DATE_A)
+    runs = read(spark, out, "runs", DATE_A)
+    per_user = read(spark, out, "per_user", DATE_A)
+    has_types(metrics, METRICS_TYPES)
+    has_types(runs, RUNS_TYPES)
+    has_types(per_user, PER_USER_TYPES)
+
+    (record,) = runs.collect()
+    assert record.status == "succeeded"
+    assert record.run_name == "demo-ml-latest-small"
+    assert all(check.passed for check in record.checks), record.checks
+    assert record.started_at <= record.finished_at
+    for blob in ("config", "split", "versions"):
+        json.loads(getattr(record, blob))
+    split = json.loads(record.split)
+    assert split["method"] == "global_temporal"
+    assert split["train"]["rows"] > 0 and split["test"]["rows"] > 0
+    assert json.loads(record.versions)["pyspark"] == pyspark.__version__
+
+    rows = metrics.collect()
+    assert {r.run_id for r in rows} == {record.run_id}
+    assert {r.run_id for r in per_user.select("run_id").distinct().collect()} == {record.run_id}
+    assert {r.model for r in rows} == {"popularity", "random", "oracle"}
+    assert {r.segment for r in rows} == {"all", "warm", "cold"}
+    assert {r.protocol for r in rows} == {"full"}
+    accuracy = [r for r in rows if r.metric in ACCURACY]
+    assert {(r.model, r.segment, r.metric, r.k) for r in accuracy} == {
+        (m, s, metric, k)
+        for m in ("popularity", "random", "oracle")
+        for s in ("all", "warm", "cold")
+        for metric in ACCURACY
+        for k in (5, 10, 20)
+    }
+    for r in accuracy:
+        assert 0.0 <= r.value <= 1.0, r
+        assert r.n_users > 0, r
+        if r.ci_low is not None:
+            assert r.ci_low <= r.value <= r.ci_high, r
+    n_all = {r.n_users for r in accuracy if r.segment == "all"}
+    assert n_all == {record.n_users_evaluated}
+    n_warm = {r.n_users for r in accuracy if r.segment == "warm"}
+    n_cold = {r.n_users for r in accuracy if r.segment == "cold"}
+    assert len(n_warm) == len(n_cold) == 1 and n_warm.pop() + n_cold.pop() == n_all.pop()
+    oracle_ndcg = [r for r in accuracy if r.model == "oracle" and r.metric == "ndcg"]
+    assert len(oracle_ndcg) == 9
+    assert all(r.value == pytest.approx(1.0, abs=1e-9) for r in oracle_ndcg), oracle_ndcg
+    ndcg10 = {
+        r.model: r.value for r in accuracy if (r.segment, r.metric, r.k) == ("all", "ndcg", 10)
+    }
+    assert ndcg10["popularity"] > ndcg10["random"]
+
+    # metrics are the macro averages of per_user
+    means = {
+        (r.model, r.segment, r.metric, r.k): (r["avg(value)"], r["count(1)"])
+        for r in per_user.groupBy("model", "segment", "metric", "k")
+        .agg({"value": "avg", "*": "count"})
+        .collect()
+    }
+    for r in accuracy:
+        mean, count = means[r.model, r.segment, r.metric, r.k]
+        assert count == r.n_users, r
+        assert mean == pytest.approx(r.value, rel=1e-9, abs=1e-12), r
+
+
+def test_rerunning_a_date_replaces_exactly_that_date(spark, demo_runs: DemoRuns) -> None:
+    assert demo_runs.by_module.returncode == 0, explain(demo_runs.by_module)
+    assert demo_runs.first.returncode == 0, explain(demo_runs.first)
+    assert demo_runs.again.returncode == 0, explain(demo_runs.again)
+    out = demo_runs.output
+
+    assert demo_runs.date_m_before_rerun, "the earlier date should have been written"
+    assert snapshot(out, DATE_M) == demo_runs.date_m_before_rerun
+    dates = {p.name for p in out.glob("*/run_date=*")}
+    assert dates == {f"run_date={DATE_M}", f"run_date={DATE_A}"}
+
+    (first_id,) = run_ids(spark, demo_runs.after_first, "runs", DATE_A)
+    (new_id,) = run_ids(spark, out, "runs", DATE_A)
+    assert new_id != first_id
+    for dataset in ("metrics", "runs", "per_user"):
+        assert run_ids(spark, out, dataset, DATE_A) == {new_id}, dataset
+    # nothing of the commit machinery is left over
+    for folder in ("_staging", "_trash"):
+        assert not any(p.is_file() for p in (out / folder).rglob("*")), folder
+    # a deterministic job: the re-run reproduces the numbers
+    assert_same_metrics(
+        metric_values(spark, demo_runs.after_first, DATE_A), metric_values(spark, out, DATE_A)
+    )
+
+
+def test_python_dash_m_works_like_receval(spark, demo_runs: DemoRuns) -> None:
+    proc = demo_runs.by_module
+    assert proc.returncode == 0, explain(proc)
+    assert f"({DATE_M})" in proc.stdout, proc.stdout
+    assert demo_runs.first.returncode == 0, explain(demo_runs.first)
+    (record,) = read(spark, demo_runs.output, "runs", DATE_M).collect()
+    assert record.status == "succeeded"
+    assert_same_metrics(
+        metric_values(spark, demo_runs.output, DATE_M),
+        metric_values(spark, demo_runs.after_first, DATE_A),
+    )
+
+
+def test_help_and_bad_config_exit_codes(tmp_path: Path) -> None:
+    """Cheap process-level checks: --help is 0; a config error is 2 before any JVM starts."""
+    proc = run([str(VENV_BIN / "receval"), "evaluate", "--help"])
+    assert proc.returncode == 0, explain(proc)
+    assert "--config" in proc.stdout
+    proc = run(
+        [
+            str(VENV_BIN / "receval"),
+            "evaluate",
+            "--config",
+            "conf/demo.yaml",
+            "--set",
+            f"output.path={tmp_path / 'out'}",
+            "--set",
+            "evaluation.k=ten",
+        ]
+    )
+    assert proc.returncode == 2, explain(proc)
+    assert "evaluation.k" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_spark_submit_matches_in_process_run(spark, shared_data: Path, tmp_path: Path) -> None:
+    u_data = shared_data / "ml-100k" / "u.data"
+    spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    submitted, in_process = tmp_path / "submitted", tmp_path / "in_process"
+    common = [
+        "--config",
+        "conf/movielens-100k.yaml",
+        "--set",
+        f"data.interactions.path={u_data}",
+        "--set",
+        "run.date=2026-01-05",
+    ]
+    proc = run(
+        [
+            str(spark_submit),
+            "--master",
+            "local[2]",
+            "--conf",
+            "spark.ui.enabled=false",
+            "jobs/evaluate.py",
+            *common,
+            "--set",
+            f"output.path={submitted}",
+        ]
+    )
+    assert proc.returncode == 0, explain(proc)
+    assert "(2026-01-05)" in proc.stdout, proc.stdout
+
+    cwd = Path.cwd()
+    os.chdir(REPO)  # the config path is relative to the repository, as for spark-submit
+    try:
+        with kept_sql_conf(spark):
+            status = main(["evaluate", *common, "--set", f"output.path={in_process}"])
+    finally:
+        os.chdir(cwd)
+    assert status == 0
+
+    (record,) = read(spark, submitted, "runs", "2026-01-05").collect()
+    assert record.status == "succeeded", record.checks
+    submitted_pop = metric_values(spark, submitted, "2026-01-05", model="popularity")
+    assert {key[3] for key in submitted_pop} >= ACCURACY
+    assert_same_metrics(
+        submitted_pop, metric_values(spark, in_process, "2026-01-05", model="popularity")
+    )

@@ -1,0 +1,533 @@
+"""Beyond-accuracy metrics (DESIGN §6), worked out by hand, plus the exact and sampled
+personalization and the embedding ILD against explicit pairwise computations
+(tests/reference.py)."""
+
+from __future__ import annotations
+
+import importlib
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+
+from receval_spark.metrics.beyond import (
+    BeyondInputs,
+    catalogue_totals,
+    category_diversity,
+    embedding_diversity,
+    exposure_distribution,
+    group_beyond,
+    item_statistics,
+    jaccard_pair_distances,
+    novelty,
+    per_user_beyond,
+    personalization,
+    popularity_bias,
+    serendipity,
+    top_k_lists,
+    unit_vectors,
+)
+
+_TESTS = str(Path(__file__).resolve().parents[1])
+if _TESTS not in sys.path:
+    sys.path.insert(0, _TESTS)
+ref = importlib.import_module("reference")
+
+HISTORY = "user_id int, item_id int"
+LISTS = "user_id int, k int, item_id int"
+RANKED = "user_id int, item_id int, rank int"
+CATEGORIES = "item_id int, categories array<string>"
+EMBEDDINGS = "item_id int, embedding array<double>"
+TRUTH = "user_id int, item_id int, grade double"
+TOL = 1e-12
+LOG2_3 = math.log2(3)
+
+# The worked example used by several tests.
+# train: user 10 -> 1, 2; user 11 -> 1, 3; user 12 -> 1, 4, 4 (twice), 5
+#   catalogue I = {1, 2, 3, 4, 5}, n = 5; 3 train users
+#   distinct users: 1 -> 3, 2 -> 1, 3 -> 1, 4 -> 1, 5 -> 1
+#   interactions:   1 -> 3, 2 -> 1, 3 -> 1, 4 -> 2, 5 -> 1  (sum 8, mean 8/5)
+EXAMPLE_HISTORY = [(10, 1), (10, 2), (11, 1), (11, 3), (12, 1), (12, 4), (12, 4), (12, 5)]
+# lists at k = 2: user 1 -> [1, 2], user 2 -> [1, 3], user 3 -> [9, 4] (9 is not in I)
+#   f: 1 -> 2, 2 -> 1, 3 -> 1, 4 -> 1, 5 -> 0
+EXAMPLE_LISTS = [(1, 2, 1), (1, 2, 2), (2, 2, 1), (2, 2, 3), (3, 2, 9), (3, 2, 4)]
+
+
+def frame(spark, rows, schema):
+    return spark.createDataFrame(rows, schema)
+
+
+def catalogue_of(spark, history_rows):
+    history = frame(spark, history_rows, HISTORY)
+    catalogue = item_statistics(history)
+    return catalogue, catalogue_totals(history, catalogue)
+
+
+def by_key(df, key, value="value"):
+    return {row[key]: row[value] for row in df.collect()}
+
+
+def one_row(df):
+    rows = df.collect()
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+def pandas_lists(groups: dict[int, dict[int, list[int]]]) -> pd.DataFrame:
+    """(user_id, k, item_id) from {k: {user: items}}."""
+    rows = [(u, k, i) for k, lists in groups.items() for u, items in lists.items() for i in items]
+    return pd.DataFrame(rows, columns=["user_id", "k", "item_id"])
+
+
+def random_lists(rng, *, users, items, longest) -> dict[int, list[int]]:
+    """Lists of 1..longest distinct items drawn from range(items), one per user."""
+    lists = {}
+    for u in users:
+        size = rng.integers(1, longest + 1)
+        lists[int(u)] = [int(i) for i in rng.choice(items, size=size, replace=False)]
+    return lists
+
+
+# --- lists and the catalogue --------------------------------------------------------------
+
+
+def test_top_k_lists_reads_every_cut_off_from_one_ranking(spark):
+    ranked = frame(spark, [(1, 11, 1), (1, 12, 2), (1, 13, 3), (2, 21, 1)], RANKED)
+
+    lists = top_k_lists(ranked, ks=[1, 2])
+
+    got = sorted((r.user_id, r.k, r.item_id, r.rank) for r in lists.collect())
+    # k = 1: rank 1 of each user; k = 2: ranks 1-2 (user 2 has only one item)
+    assert got == [(1, 1, 11, 1), (1, 2, 11, 1), (1, 2, 12, 2), (2, 1, 21, 1), (2, 2, 21, 1)]
+
+
+def test_catalogue_counts_distinct_users_and_interactions(spark):
+    catalogue, totals = catalogue_of(spark, EXAMPLE_HISTORY)
+
+    stats = {r.item_id: (r.n_users, r.n_interactions) for r in catalogue.collect()}
+    assert stats == {1: (3, 3), 2: (1, 1), 3: (1, 1), 4: (1, 2), 5: (1, 1)}
+    row = one_row(totals)
+    assert (row.n_catalogue, row.n_train_users) == (5, 3)
+    assert row.mean_item_interactions == pytest.approx(8 / 5, abs=TOL)
+
+
+# --- coverage, gini, entropy --------------------------------------------------------------
+
+
+def test_exposure_distribution_worked_example(spark):
+    catalogue, totals = catalogue_of(spark, EXAMPLE_HISTORY)
+    lists = frame(spark, EXAMPLE_LISTS, LISTS)
+
+    row = one_row(exposure_distribution(lists, catalogue, totals, by=["k"]))
+
+    # coverage = |{1, 2, 3, 4}| / |I| = 4/5 (item 9 is outside I and does not count)
+    assert row.coverage == pytest.approx(0.8, abs=TOL)
+    # f ascending over all of I = (0, 1, 1, 1, 2), n = 5, weights 2i - n - 1 = -4, -2, 0, 2, 4
+    # G = (0 - 2 + 0 + 2 + 8) / (5 * 5) = 8 / 25
+    assert row.gini == pytest.approx(8 / 25, abs=TOL)
+    # F = 5, shares (2, 1, 1, 1)/5: -(0.4 log2 0.4 + 3 * 0.2 log2 0.2) = log2 5 - 2 log2 2 / 5
+    assert row.entropy == pytest.approx(math.log2(5) - 0.4, abs=TOL)
+    assert row.entropy == pytest.approx(1.9219280948873623, abs=TOL)
+
+
+def test_gini_is_0_for_equal_exposure_over_the_whole_catalogue(spark):
+    catalogue, totals = catalogue_of(spark, [(10, 1), (10, 2), (11, 3)])
+    # k = 1: every catalogue item in exactly one list; k = 3: every item in both lists
+    lists = frame(
+        spark,
+        [(1, 1, 1), (2, 1, 2), (3, 1, 3)] + [(u, 3, i) for u in (1, 2) for i in (1, 2, 3)],
+        LISTS,
+    )
+
+    rows = {r.k: r for r in exposure_distribution(lists, catalogue, totals, by=["k"]).collect()}
+
+    for k in (1, 3):
+        assert rows[k].gini == pytest.approx(0.0, abs=TOL)
+        assert rows[k].coverage == pytest.approx(1.0, abs=TOL)
+        assert rows[k].entropy == pytest.approx(LOG2_3, abs=TOL)  # uniform over 3 items
+
+
+def test_gini_is_n_minus_1_over_n_when_one_item_is_shown_to_everyone(spark):
+    catalogue, totals = catalogue_of(spark, [(10, i) for i in range(1, 6)])
+    lists = frame(spark, [(u, 1, 1) for u in range(1, 5)], LISTS)  # 4 lists, all [1]
+
+    row = one_row(exposure_distribution(lists, catalogue, totals, by=["k"]))
+
+    # f ascending = (0, 0, 0, 0, 4): G = (2*5 - 5 - 1) * 4 / (5 * 4) = 4/5 = (n - 1)/n
+    assert row.gini == pytest.approx(4 / 5, abs=TOL)
+    assert row.coverage == pytest.approx(1 / 5, abs=TOL)
+    assert row.entropy == pytest.approx(0.0, abs=TOL)
+
+
+def test_exposure_matches_the_reference_on_the_worked_example(spark):
+    lists = pandas_lists({2: {1: [1, 2], 2: [1, 3], 3: [9, 4]}})
+    ranking = ref.lists_at(lists, 2)
+    catalogue = [1, 2, 3, 4, 5]
+    assert ref.coverage(ranking, catalogue) == pytest.approx(0.8, abs=TOL)
+    assert ref.gini(ranking, catalogue) == pytest.approx(8 / 25, abs=TOL)
+    assert ref.entropy(ranking, catalogue) == pytest.approx(math.log2(5) - 0.4, abs=TOL)
+
+
+# --- popularity bias and novelty ----------------------------------------------------------
+
+
+def test_popularity_bias_worked_example(spark):
+    catalogue, totals = catalogue_of(spark, EXAMPLE_HISTORY)
+    lists = frame(spark, EXAMPLE_LISTS, LISTS)
+
+    row = one_row(popularity_bias(lists, catalogue, totals, by=["k"]))
+
+    # slot interaction counts: user 1 -> 3, 1; user 2 -> 3, 1; user 3 -> 0 (item 9), 2
+    # mean over slots = 10/6 = 5/3; catalogue mean = 8/5; bias = (5/3) / (8/5) = 25/24
+    assert row.popularity_bias == pytest.approx(25 / 24, abs=TOL)
+
+
+def test_novelty_worked_example_with_the_floor_for_unknown_items(spark):
+    catalogue, totals = catalogue_of(spark, EXAMPLE_HISTORY)
+    lists = frame(spark, EXAMPLE_LISTS, LISTS)
+
+    values = by_key(novelty(lists, catalogue, totals, by=["k"]), "user_id")
+
+    # p(1) = 3/3 -> -log2 p = 0; p(2) = p(3) = p(4) = 1/3 -> log2 3;
+    # p(9) = max(0, 1)/3 = 1/3 (floored) -> log2 3
+    # user 1: (0 + log2 3)/2; user 2: (0 + log2 3)/2; user 3: (log2 3 + log2 3)/2 = log2 3
+    assert values == pytest.approx({1: LOG2_3 / 2, 2: LOG2_3 / 2, 3: LOG2_3}, abs=TOL)
+
+
+# --- personalization ----------------------------------------------------------------------
+
+
+def test_personalization_worked_example(spark):
+    lists = frame(spark, EXAMPLE_LISTS, LISTS)
+
+    row = one_row(personalization(lists, by=["k"]))
+
+    # cos(1, 2) = |{1}| / sqrt(2 * 2) = 1/2; cos(1, 3) = cos(2, 3) = 0
+    # mean over the 3 pairs = 1/6 -> personalization = 5/6
+    assert row.personalization == pytest.approx(5 / 6, abs=TOL)
+    assert row.n_lists == 3
+
+
+def test_personalization_is_0_for_identical_and_1_for_disjoint_lists(spark):
+    identical = [(u, 1, i) for u in range(1, 6) for i in (7, 8, 9)]  # k = 1: all [7, 8, 9]
+    disjoint = [(u, 2, 10 * u + j) for u in range(1, 6) for j in range(3)]  # k = 2: no overlap
+    lists = frame(spark, identical + disjoint, LISTS)
+
+    values = by_key(personalization(lists, by=["k"]), "k", "personalization")
+
+    assert values == pytest.approx({1: 0.0, 2: 1.0}, abs=TOL)
+
+
+def test_personalization_needs_two_lists(spark):
+    lists = frame(spark, [(1, 5, 1), (1, 5, 2)], LISTS)
+
+    row = one_row(personalization(lists, by=["k"]))
+
+    assert row.personalization is None
+    assert row.n_lists == 1
+
+
+def test_exact_personalization_equals_brute_force_over_all_pairs(spark):
+    rng = np.random.default_rng(20240601)
+    groups = {
+        1: random_lists(rng, users=range(300), items=40, longest=10),
+        2: random_lists(rng, users=range(1000, 1250), items=15, longest=6),
+    }
+    lists = pandas_lists(groups)
+
+    got = by_key(
+        personalization(spark.createDataFrame(lists, LISTS), by=["k"]), "k", "personalization"
+    )
+
+    # brute force: 1 - mean over all 44,850 (k = 1) and 31,125 (k = 2) pairs of the cosine
+    want = {k: ref.personalization(ref.lists_at(lists, k)) for k in groups}
+    assert 0.0 < want[2] < want[1] < 1.0
+    assert got == pytest.approx(want, abs=1e-9)
+
+
+# --- sampled Jaccard personalization ------------------------------------------------------
+
+
+def test_reference_xxhash64_is_sparks(spark):
+    values = [0, 1, 42, -1, 7919, 2**31 - 1, -(2**31)]
+    frame_ = spark.createDataFrame([(v, v) for v in values], "i int, l long")
+
+    rows = frame_.select(
+        "i",
+        F.xxhash64(F.lit(42), "i").alias("int_hash"),
+        F.xxhash64(F.lit(7), "l").alias("long_hash"),
+        F.xxhash64(F.lit(2**40), "i").alias("long_seed_hash"),
+    ).collect()
+
+    for row in rows:
+        assert row.int_hash == ref.spark_xxhash64((42, "int"), (row.i, "int"))
+        assert row.long_hash == ref.spark_xxhash64((7, "int"), (row.i, "long"))
+        assert row.long_seed_hash == ref.spark_xxhash64((2**40, "long"), (row.i, "int"))
+
+
+def test_jaccard_pairs_are_the_documented_disjoint_hash_order_sample(spark):
+    rng = np.random.default_rng(7)
+    lists = pandas_lists({3: random_lists(rng, users=range(1, 201), items=25, longest=8)})
+    frame_ = spark.createDataFrame(lists, LISTS)
+
+    got = jaccard_pair_distances(frame_, by=["k"], pairs=40, seed=11)
+    values = by_key(got, "_pair")
+
+    pairs = ref.sampled_pairs(range(1, 201), pairs=40, seed=11)
+    members = [u for pair in pairs for u in pair]
+    assert len(pairs) == 40 and len(set(members)) == 80  # disjoint pairs
+    want = ref.jaccard_distances(lists, 3, pairs=40, seed=11)
+    assert sorted(values) == list(range(40))
+    assert [values[j] for j in range(40)] == pytest.approx(want, abs=1e-12)
+    assert all(0.0 <= v <= 1.0 for v in values.values())
+
+
+def test_jaccard_sample_is_deterministic_for_a_seed_and_uses_each_user_once(spark):
+    rng = np.random.default_rng(3)
+    lists = pandas_lists({4: random_lists(rng, users=range(1, 8), items=10, longest=4)})
+    frame_ = spark.createDataFrame(lists, LISTS)
+    reordered = spark.createDataFrame(lists.iloc[::-1].reset_index(drop=True), LISTS).repartition(3)
+
+    first = sorted(jaccard_pair_distances(frame_, by=["k"], pairs=10, seed=5).collect())
+    again = sorted(jaccard_pair_distances(reordered, by=["k"], pairs=10, seed=5).collect())
+
+    assert first == again
+    # 7 users and room for 10 pairs: floor(7/2) = 3 disjoint pairs, the odd user is left out
+    assert len(first) == 3
+    assert [r.value for r in first] == pytest.approx(
+        ref.jaccard_distances(lists, 4, pairs=10, seed=5), abs=1e-12
+    )
+
+
+def test_jaccard_mean_is_0_for_identical_and_1_for_disjoint_lists(spark):
+    identical = [(u, 1, i) for u in range(1, 21) for i in (7, 8, 9)]
+    disjoint = [(u, 2, 10 * u + j) for u in range(1, 21) for j in range(3)]
+    lists = frame(spark, identical + disjoint, LISTS)
+
+    means = (
+        jaccard_pair_distances(lists, by=["k"], pairs=5, seed=42)
+        .groupBy("k")
+        .agg(F.avg("value").alias("value"), F.count(F.lit(1)).alias("n"))
+    )
+
+    rows = {r.k: (r.value, r.n) for r in means.collect()}
+    assert rows[1] == (pytest.approx(0.0, abs=TOL), 5)
+    assert rows[2] == (pytest.approx(1.0, abs=TOL), 5)
+
+
+# --- intra-list diversity -----------------------------------------------------------------
+
+
+def test_category_diversity_leaves_items_without_categories_out(spark):
+    # 1 -> {a, b}, 2 -> {b}, 3 -> {c}, 7 -> {b}; 4 -> null, 5 -> empty, 6 -> no row
+    categories = frame(
+        spark,
+        [(1, ["a", "b"]), (2, ["b"]), (3, ["c"]), (7, ["b"]), (4, None), (5, [])],
+        CATEGORIES,
+    )
+    lists = frame(
+        spark,
+        [
+            *[(1, 3, 1), (1, 3, 2), (1, 3, 4)],  # known 1, 2: {a, b} / 2 = 1
+            *[(2, 3, 1), (2, 3, 3), (2, 3, 5), (2, 3, 6)],  # known 1, 3: {a, b, c} / 2 = 3/2
+            *[(3, 3, 2), (3, 3, 7)],  # {b} / 2 = 1/2
+            *[(4, 3, 4), (4, 3, 5), (4, 3, 6)],  # nothing known: no value
+        ],
+        LISTS,
+    )
+
+    values = by_key(category_diversity(lists, categories, by=["k"]), "user_id")
+
+    assert values == pytest.approx({1: 1.0, 2: 1.5, 3: 0.5}, abs=TOL)
+    known = {1: {"a", "b"}, 2: {"b"}, 3: {"c"}, 7: {"b"}, 5: set()}
+    want = ref.ild_category_per_user(
+        {1: [1, 2, 4], 2: [1, 3, 5, 6], 3: [2, 7], 4: [4, 5, 6]}, known
+    )
+    assert want == pytest.approx(values, abs=TOL)
+
+
+def test_embedding_diversity_worked_example(spark):
+    units = unit_vectors(
+        frame(spark, [(1, [2.0, 0.0]), (2, [0.0, 3.0]), (3, [1.0, 1.0])], EMBEDDINGS)
+    )
+    lists = frame(spark, [(1, 3, 1), (1, 3, 2), (1, 3, 3)], LISTS)
+
+    values = by_key(embedding_diversity(lists, units, by=["k"]), "user_id")
+
+    # cos(1, 2) = 0, cos(1, 3) = cos(2, 3) = 1/sqrt(2): mean = sqrt(2)/3
+    assert values == pytest.approx({1: 1 - math.sqrt(2) / 3}, abs=TOL)
+
+
+def test_embedding_diversity_equals_the_explicit_pairwise_mean(spark):
+    rng = np.random.default_rng(99)
+    vectors = {i: rng.normal(size=5) for i in range(30)}
+    vectors[0] = np.zeros(5)  # a zero vector: no direction, left out
+    lists = pandas_lists({6: random_lists(rng, users=range(60), items=36, longest=7)})
+    # items 30..35 have no embedding at all
+    embeddings = spark.createDataFrame(
+        [(i, [float(x) for x in v]) for i, v in vectors.items()], EMBEDDINGS
+    )
+
+    got = by_key(
+        embedding_diversity(
+            spark.createDataFrame(lists, LISTS), unit_vectors(embeddings), by=["k"]
+        ),
+        "user_id",
+    )
+
+    want = ref.ild_embedding_per_user(ref.lists_at(lists, 6), vectors)
+    assert len(want) < 60  # some lists have fewer than 2 embedded items: no value
+    assert got == pytest.approx(want, abs=1e-9)
+
+
+def test_unit_vectors_drop_zero_and_missing_vectors(spark):
+    embeddings = frame(spark, [(1, [3.0, 4.0]), (2, [0.0, 0.0]), (3, None)], EMBEDDINGS)
+
+    units = {r.item_id: r.unit for r in unit_vectors(embeddings).collect()}
+
+    assert units == {1: pytest.approx([0.6, 0.8], abs=TOL)}
+
+
+# --- serendipity --------------------------------------------------------------------------
+
+
+def test_serendipity_against_the_popularity_baselines_top_k(spark):
+    ks = [1, 2]
+    # the model's ranking; user 4 has a single item, user 3 nothing relevant
+    ranked = frame(
+        spark,
+        [(1, 1, 1), (1, 2, 2), (2, 3, 1), (2, 4, 2), (3, 5, 1), (3, 6, 2), (4, 10, 1)],
+        RANKED,
+    )
+    # the popularity baseline's ranking (the expected items)
+    popular = frame(
+        spark,
+        [(1, 7, 1), (1, 1, 2), (2, 7, 1), (2, 8, 2), (3, 1, 1), (3, 2, 2), (4, 7, 1), (4, 8, 2)],
+        RANKED,
+    )
+    truth = frame(
+        spark,
+        [(1, 1, 1.0), (1, 2, 1.0), (2, 3, 1.0), (2, 4, 1.0), (2, 9, 1.0), (4, 10, 1.0)],
+        TRUTH,
+    )
+
+    result = serendipity(
+        top_k_lists(ranked, ks=ks),
+        truth,
+        top_k_lists(popular, ks=ks),
+        by=["k"],
+        expected_keys=["user_id", "k", "item_id"],
+    )
+
+    got = {(r.user_id, r.k): r.value for r in result.collect()}
+    assert got == pytest.approx(
+        {
+            # k = 1: expected {7} for users 1, 2, 4 and {1} for user 3
+            (1, 1): 1.0,  # [1]: relevant, not expected -> 1/1
+            (2, 1): 1.0,  # [3]: relevant, not expected -> 1/1
+            (3, 1): 0.0,  # [5]: not relevant
+            (4, 1): 1.0,  # [10]: relevant, not expected
+            # k = 2: expected {7, 1} (user 1), {7, 8} (users 2, 4), {1, 2} (user 3)
+            (1, 2): 0.5,  # [1, 2] both relevant, 1 is now expected -> 1/2
+            (2, 2): 1.0,  # [3, 4] both relevant and unexpected -> 2/2
+            (3, 2): 0.0,
+            (4, 2): 0.5,  # [10]: one serendipitous item / k = 2 (not / list length)
+        },
+        abs=TOL,
+    )
+
+
+def test_serendipity_reference_agrees_on_the_literal_example():
+    lists = pandas_lists({2: {1: [1, 2], 2: [3, 4], 3: [5, 6], 4: [10]}})
+    expected = pandas_lists({2: {1: [7, 1], 2: [7, 8], 3: [1, 2], 4: [7, 8]}})
+    relevant = {1: {1, 2}, 2: {3, 4, 9}, 4: {10}}
+    got = ref.serendipity_per_user(ref.lists_at(lists, 2), relevant, ref.lists_at(expected, 2), 2)
+    assert got == pytest.approx({1: 0.5, 2: 1.0, 3: 0.0, 4: 0.5}, abs=TOL)
+
+
+# --- wiring: group and per-user tables ----------------------------------------------------
+
+
+def test_group_and_per_user_tables_carry_every_requested_metric(spark):
+    history = frame(spark, EXAMPLE_HISTORY, HISTORY)
+    catalogue = item_statistics(history)
+    lists = frame(spark, EXAMPLE_LISTS, LISTS)
+    inputs = BeyondInputs(
+        catalogue=catalogue,
+        totals=catalogue_totals(history, catalogue),
+        truth=frame(spark, [(1, 2, 1.0)], TRUTH),
+        expected=frame(spark, [(1, 2, 1)], LISTS),
+        expected_keys=("user_id", "k", "item_id"),
+        categories=frame(spark, [(1, ["a"]), (2, ["b"]), (3, ["a"])], CATEGORIES),
+    )
+
+    groups = group_beyond(
+        lists,
+        inputs,
+        by=["k"],
+        metrics=["coverage", "gini", "entropy", "popularity_bias", "personalization"],
+        pairs=10,
+        seed=1,
+    )
+    per_user = per_user_beyond(
+        lists, inputs, by=["k"], metrics=["novelty", "ild_category", "ild_embedding", "serendipity"]
+    )
+
+    rows = {r.metric: r for r in groups.collect()}
+    assert {m: r.value for m, r in rows.items()} == pytest.approx(
+        {
+            "coverage": 0.8,
+            "gini": 8 / 25,
+            "entropy": math.log2(5) - 0.4,
+            "popularity_bias": 25 / 24,
+            "personalization": 5 / 6,
+        },
+        abs=TOL,
+    )
+    assert {(r.n_users, r.std, r.n_samples) for r in rows.values()} == {(3, None, None)}
+    got = {(r.metric, r.user_id): r.value for r in per_user.collect()}
+    assert got == pytest.approx(
+        {
+            ("novelty", 1): LOG2_3 / 2,
+            ("novelty", 2): LOG2_3 / 2,
+            ("novelty", 3): LOG2_3,
+            # user 1: [1, 2] -> {a, b} / 2; user 2: [1, 3] -> {a} / 2; user 3: [9, 4] none
+            ("ild_category", 1): 1.0,
+            ("ild_category", 2): 0.5,
+            # no units configured: ild_embedding is left out
+            # user 1: item 2 relevant, not expected -> 1/2; others 0
+            ("serendipity", 1): 0.5,
+            ("serendipity", 2): 0.0,
+            ("serendipity", 3): 0.0,
+        },
+        abs=TOL,
+    )
+
+
+def test_group_table_reports_the_jaccard_sample_with_its_spread(spark):
+    lists = frame(spark, EXAMPLE_LISTS, LISTS)
+    history = frame(spark, EXAMPLE_HISTORY, HISTORY)
+    catalogue = item_statistics(history)
+    inputs = BeyondInputs(
+        catalogue=catalogue,
+        totals=catalogue_totals(history, catalogue),
+        truth=frame(spark, [], TRUTH),
+        expected=frame(spark, [], LISTS),
+        expected_keys=("user_id", "k", "item_id"),
+    )
+
+    row = one_row(
+        group_beyond(lists, inputs, by=["k"], metrics=["personalization_jaccard"], pairs=5, seed=9)
+    )
+
+    # 3 lists: one complete pair, the odd user is left out
+    example = pandas_lists({2: {1: [1, 2], 2: [1, 3], 3: [9, 4]}})
+    want = ref.jaccard_distances(example, 2, pairs=5, seed=9)
+    assert len(want) == 1
+    assert (row.metric, row.n_users, row.n_samples) == ("personalization_jaccard", 3, 1)
+    assert row.value == pytest.approx(want[0], abs=TOL)
+    assert row.std is None  # a sample std of one pair is undefined

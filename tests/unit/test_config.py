@@ -1,0 +1,244 @@
+"""Config loading: YAML, --set overrides, path resolution, errors naming the key. No Spark."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from receval_spark.config import (
+    ExternalModel,
+    GlobalTemporalSplit,
+    LeaveLastNSplit,
+    RandomModel,
+    load_config,
+)
+from receval_spark.errors import ConfigError
+from receval_spark.split import to_datetime
+
+CONFIG = """\
+data:
+  interactions:
+    path: data/ratings.csv
+    format: csv
+    columns: {user: userId, item: movieId, timestamp: timestamp, rating: rating}
+split: {method: global_temporal, quantile: 0.8}
+relevance: {kind: threshold, threshold: 4.0}
+output: {path: out}
+models:
+  - {name: popularity, kind: popularity}
+  - {name: random, kind: random, seed: 1}
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """tmp_path/conf/job.yaml next to tmp_path/conf/data/ratings.csv; cwd is elsewhere."""
+    conf = tmp_path / "conf"
+    (conf / "data").mkdir(parents=True)
+    (conf / "data" / "ratings.csv").write_text("userId,movieId,rating,timestamp\n1,2,4.0,3\n")
+    return conf
+
+
+def write(folder: Path, text: str, name: str = "job.yaml") -> Path:
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    return cwd
+
+
+def test_load_config_reads_yaml_and_resolves_relative_paths_against_its_folder(project, elsewhere):
+    config = load_config(write(project, CONFIG))
+
+    assert config.data.interactions.path == str((project / "data" / "ratings.csv").resolve())
+    assert config.output.path == str((project / "out").resolve())
+    assert config.data.interactions.format == "csv"
+    assert config.data.interactions.columns.user == "userId"
+    assert config.split == GlobalTemporalSplit(method="global_temporal", quantile=0.8)
+    assert config.relevance.threshold == 4.0
+    assert [m.name for m in config.models] == ["popularity", "random"]
+    assert config.evaluation.k == [5, 10, 20]  # defaults
+    assert config.evaluation.filter_seen is True
+
+
+def test_parent_relative_paths_and_external_model_paths_resolve_against_the_file(
+    project, elsewhere
+):
+    (project.parent / "recs").mkdir()
+    text = CONFIG.replace("path: data/ratings.csv", "path: ../conf/data/ratings.csv") + (
+        "  - {name: ext, kind: external, path: ../recs, columns: {score: null, rank: pos}}\n"
+    )
+
+    config = load_config(write(project, text))
+
+    assert config.data.interactions.path == str((project / "data" / "ratings.csv").resolve())
+    external = config.models[2]
+    assert isinstance(external, ExternalModel)
+    assert external.path == str((project.parent / "recs").resolve())
+    assert external.columns.rank == "pos"
+
+
+def test_set_overrides_dotted_keys_list_positions_and_yaml_values(project, elsewhere):
+    config = load_config(
+        write(project, CONFIG),
+        [
+            "evaluation.k=[20, 5, 10, 5]",
+            "evaluation.filter_seen=false",
+            "models.1.seed=7",
+            "run.name=nightly",
+            "run.date=2024-03-01",
+        ],
+    )
+
+    assert config.evaluation.k == [5, 10, 20]  # sorted and unique
+    assert config.evaluation.filter_seen is False
+    assert isinstance(config.models[1], RandomModel)
+    assert config.models[1].seed == 7
+    assert config.run.name == "nightly"
+    assert config.run.date == dt.date(2024, 3, 1)
+    assert config.models[0].name == "popularity"  # untouched
+
+
+def test_set_a_spark_option_whose_name_has_dots(project, elsewhere):
+    # spark.conf holds flat option names ({spark.sql.shuffle.partitions: 8} in conf/demo.yaml);
+    # the README promises that --set overrides any key
+    config = load_config(
+        write(project, CONFIG + "spark: {conf: {spark.ui.enabled: false}}\n"),
+        ["spark.conf.spark.sql.shuffle.partitions=16"],
+    )
+
+    assert config.spark.conf == {"spark.ui.enabled": False, "spark.sql.shuffle.partitions": 16}
+
+
+def test_set_can_switch_the_split_method_and_cutoff(project, elsewhere):
+    config = load_config(
+        write(project, CONFIG), ["split.quantile=null", "split.cutoff=2020-01-01"]
+    )
+
+    assert isinstance(config.split, GlobalTemporalSplit)
+    assert config.split.quantile is None
+    assert to_datetime(config.split.cutoff) == dt.datetime(2020, 1, 1, tzinfo=dt.UTC)
+
+    other = load_config(write(project, CONFIG), ["split={method: leave_last_n, n: 2}"])
+    assert other.split == LeaveLastNSplit(method="leave_last_n", n=2)
+
+
+def test_set_relative_path_resolves_against_the_current_directory(project, elsewhere):
+    (elsewhere / "local.csv").write_text("userId,movieId\n")
+
+    config = load_config(write(project, CONFIG), ["data.interactions.path=local.csv"])
+
+    assert config.data.interactions.path == str((elsewhere / "local.csv").resolve())
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("evaluation.kk=5", "evaluation.kk"),
+        ("split.cutof=2020-01-01", "split.cutof"),
+        ("models.0.seed=3", "models.0.seed"),  # popularity has no seed
+        ("data.interactions.columns.ratng=stars", "data.interactions.columns.ratng"),
+    ],
+)
+def test_unknown_key_is_a_config_error_naming_the_dotted_key(project, elsewhere, override, key):
+    with pytest.raises(ConfigError) as info:
+        load_config(write(project, CONFIG), [override])
+
+    assert f"{key}: unknown key" in str(info.value)
+
+
+def test_unknown_key_in_the_file_is_named_too(project, elsewhere):
+    text = CONFIG + "evaluation: {k: [5], min_user: 3}\n"
+
+    with pytest.raises(ConfigError, match=r"evaluation\.min_user: unknown key"):
+        load_config(write(project, text))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        (["evaluation.min_users=many"], "evaluation.min_users"),
+        (["models.1.seed=abc"], "models.1.seed"),
+        (["evaluation.k=[5, ten]"], "evaluation.k.1"),
+        (["split.quantile=1.5"], "split.quantile"),
+        (["relevance.kind=binary"], "relevance.kind"),
+        # union-typed keys: the message must name the key, not the union member tried
+        (["split.quantile=null", "split.cutoff=yesterday"], "split.cutoff"),
+        (["spark.conf={spark.ui.enabled: [1]}"], "spark.conf.spark.ui.enabled"),
+    ],
+)
+def test_wrong_type_is_a_config_error_naming_the_key(project, elsewhere, overrides, key):
+    with pytest.raises(ConfigError) as info:
+        load_config(write(project, CONFIG), overrides)
+
+    problems = str(info.value).splitlines()[1:]
+    assert problems
+    assert all(line.strip().startswith(f"{key}: ") for line in problems), problems
+
+
+def test_missing_input_file_is_a_config_error_naming_data_interactions_path(project, elsewhere):
+    text = CONFIG.replace("data/ratings.csv", "data/absent.csv")
+
+    with pytest.raises(ConfigError, match=r"data\.interactions\.path: .*absent\.csv does not"):
+        load_config(write(project, text))
+
+
+def test_missing_input_path_key_is_a_config_error_naming_data_interactions_path(
+    project, elsewhere
+):
+    text = CONFIG.replace("    path: data/ratings.csv\n", "")
+
+    with pytest.raises(ConfigError, match=r"data\.interactions\.path: required key is missing"):
+        load_config(write(project, text))
+
+
+def test_remote_input_paths_are_neither_resolved_nor_checked(project, elsewhere):
+    config = load_config(
+        write(project, CONFIG), ["data.interactions.path=s3a://bucket/ratings.parquet"]
+    )
+
+    assert config.data.interactions.path == "s3a://bucket/ratings.parquet"
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["split.cutoff=2020-01-01"],  # both cutoff and quantile
+        ["split.quantile=null"],  # neither
+    ],
+)
+def test_exactly_one_of_cutoff_or_quantile(project, elsewhere, overrides):
+    with pytest.raises(ConfigError) as info:
+        load_config(write(project, CONFIG), overrides)
+
+    assert "split: give exactly one of split.cutoff or split.quantile" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ("evaluation.k", "expected KEY=VALUE"),
+        ("models.5.seed=1", "'5' is not a position in a list of 2"),
+        ("evaluation.k=[5, 10", "value is not valid YAML"),
+    ],
+)
+def test_malformed_overrides_are_config_errors(project, elsewhere, override, fragment):
+    with pytest.raises(ConfigError) as info:
+        load_config(write(project, CONFIG), [override])
+
+    assert fragment in str(info.value)
+
+
+def test_unreadable_or_non_mapping_config_files_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "absent.yaml")
+    with pytest.raises(ConfigError, match="must hold a mapping"):
+        load_config(write(tmp_path, "- just\n- a list\n"))

@@ -35,8 +35,15 @@ from receval_spark.topk import top_k
 
 KS = [5, 10, 20]
 METRICS = [
-    "coverage", "gini", "entropy", "popularity_bias", "personalization",
-    "personalization_jaccard", "novelty", "ild_category", "serendipity",
+    "coverage",
+    "gini",
+    "entropy",
+    "popularity_bias",
+    "personalization",
+    "personalization_jaccard",
+    "novelty",
+    "ild_category",
+    "serendipity",
 ]
 
 
@@ -64,12 +71,22 @@ def time_scale(spark: SparkSession, folder: Path, runs: int) -> list[float]:
     seconds = []
     for _ in range(runs):
         start = time.perf_counter()
-        group_beyond(lists, inputs, by=["model", "k"], metrics=METRICS, pairs=1000, seed=1).collect()
+        group_beyond(
+            lists, inputs, by=["model", "k"], metrics=METRICS, pairs=1000, seed=1
+        ).collect()
         per_user = per_user_beyond(lists, inputs, by=["model", "k"], metrics=METRICS)
         macro_average(per_user, by=["model", "metric", "k"]).collect()
         seconds.append(time.perf_counter() - start)
-    for frame in (history, items, lists, users, catalogue, inputs.totals, inputs.truth,
-                  inputs.expected):
+    for frame in (
+        history,
+        items,
+        lists,
+        users,
+        catalogue,
+        inputs.totals,
+        inputs.truth,
+        inputs.expected,
+    ):
         frame.unpersist()
     return seconds
 
@@ -93,13 +110,25 @@ def main() -> None:
     for scale in (1, 2, 4):
         folder = args.data / f"beyond-{args.base_users}x{scale}"
         if not (folder / "candidates.parquet").exists():
-            generate(users=args.base_users * scale, items=20_000, mean_activity=20.0,
-                     n_candidates=100, seed=7, out=folder)
+            generate(
+                users=args.base_users * scale,
+                items=20_000,
+                mean_activity=20.0,
+                n_candidates=100,
+                seed=7,
+                out=folder,
+            )
         runs = time_scale(spark, folder, args.runs)
-        results[scale] = {"users": args.base_users * scale, "runs": runs,
-                          "median": statistics.median(runs)}
-        print(f"{scale}x users={args.base_users * scale}: median {results[scale]['median']:.2f}s "
-              f"runs {[round(r, 2) for r in runs]}", flush=True)
+        results[scale] = {
+            "users": args.base_users * scale,
+            "runs": runs,
+            "median": statistics.median(runs),
+        }
+        print(
+            f"{scale}x users={args.base_users * scale}: median {results[scale]['median']:.2f}s "
+            f"runs {[round(r, 2) for r in runs]}",
+            flush=True,
+        )
     ratios = {
         "2x/1x": results[2]["median"] / results[1]["median"],
         "4x/2x": results[4]["median"] / results[2]["median"],

@@ -39,11 +39,19 @@ def generate(
     user_ids = np.repeat(np.arange(users, dtype=np.int64), activity)
     item_ids = zipf_items(rng, items, len(user_ids), exponent=1.05)
     timestamps = START + rng.integers(0, YEAR_SECONDS, size=len(user_ids))
-    ratings = rng.choice([1.0, 2.0, 3.0, 4.0, 5.0], size=len(user_ids), p=[.06, .11, .27, .34, .22])
+    ratings = rng.choice(
+        [1.0, 2.0, 3.0, 4.0, 5.0], size=len(user_ids), p=[0.06, 0.11, 0.27, 0.34, 0.22]
+    )
     out.mkdir(parents=True, exist_ok=True)
     pq.write_table(
-        pa.table({"user_id": user_ids, "item_id": item_ids.astype(np.int64),
-                  "timestamp": timestamps.astype(np.int64), "rating": ratings}),
+        pa.table(
+            {
+                "user_id": user_ids,
+                "item_id": item_ids.astype(np.int64),
+                "timestamp": timestamps.astype(np.int64),
+                "rating": ratings,
+            }
+        ),
         out / "interactions.parquet",
     )
     n_categories = rng.integers(1, 4, size=items)
@@ -76,8 +84,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    sizes = generate(users=args.users, items=args.items, mean_activity=args.mean_activity,
-                     n_candidates=args.candidates, seed=args.seed, out=args.out)
+    sizes = generate(
+        users=args.users,
+        items=args.items,
+        mean_activity=args.mean_activity,
+        n_candidates=args.candidates,
+        seed=args.seed,
+        out=args.out,
+    )
     print(sizes)
 
 

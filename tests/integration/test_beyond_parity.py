@@ -1,0 +1,490 @@
+"""Parity of the beyond-accuracy metrics (DESIGN §6) on real data: the Spark job against the
+numpy/pandas reference (tests/reference.py).
+
+MovieLens 100K: global temporal split at 1998-03-01T00:00:00Z, relevance rating >= 4,
+k = 5, 10, 20, filter_seen on, genres from the 19 flag columns of u.item. Models: popularity,
+seeded random, and an "external" model with a deterministic score read from Parquet.
+MovieLens latest-small: split at 2016-01-01, popularity and random at k = 10, genres from the
+'|'-separated movies.csv column.
+
+The Spark side runs once per dataset through the public job API (``validate_config`` +
+``pipeline.evaluate``). The reference gets the same top-k lists, recomputed with the public
+model and ranking functions and collected (a few hundred users x 20 items); everything else
+(catalogue, popularity, categories, Rel(u), the popularity baseline used by serendipity) it
+derives itself from the raw files. Every metric must match to 1e-9; the sampled Jaccard
+personalization must match the reference evaluated on the same documented pair sample.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.shared_data
+
+_TESTS = str(Path(__file__).resolve().parents[1])
+if _TESTS not in sys.path:
+    sys.path.insert(0, _TESTS)
+ref = importlib.import_module("reference")
+
+TOL = 1e-9
+THRESHOLD = 4.0
+PAIRS = 60  # personalization_pairs: fewer than half the users, so the sample is a real one
+SEED = 42
+BEYOND = [
+    "coverage",
+    "gini",
+    "entropy",
+    "novelty",
+    "popularity_bias",
+    "personalization",
+    "personalization_jaccard",
+    "ild_category",
+    "serendipity",
+]
+GROUP = {"coverage", "gini", "entropy", "popularity_bias", "personalization"}
+
+ML100K_KS = (5, 10, 20)
+ML100K_MODELS = ("popularity", "random", "external")
+ML100K_CUTOFF = dt.datetime(1998, 3, 1, tzinfo=dt.UTC)
+U_DATA_COLUMNS = ["user_id", "item_id", "rating", "timestamp"]
+U_ITEM_FIXED = ["item_id", "title", "release_date", "video_release_date", "imdb_url"]
+
+SMALL_KS = (10,)
+SMALL_MODELS = ("popularity", "random")
+SMALL_CUTOFF = dt.datetime(2016, 1, 1, tzinfo=dt.UTC)
+SMALL_PAIRS = 30  # about 120 evaluated users
+
+
+def external_score(users: np.ndarray, items: np.ndarray) -> np.ndarray:
+    """Deterministic, tie-rich score in {0, 0.001, ..., 0.999}."""
+    return ((users * 7919 + items * 104729) % 1000) / 1000.0
+
+
+# --- the two sides ------------------------------------------------------------------------
+
+
+def spark_side(spark, raw: dict) -> tuple[object, pd.DataFrame]:
+    """(Evaluation, the ranked top-max(k) lists (model, user_id, item_id, rank) it scored).
+
+    The lists are recomputed with the same public functions the job uses (load, split,
+    relevance, model_candidates, rank_candidates) and collected.
+    """
+    from pyspark.sql import functions as F
+
+    from receval_spark.config import ExternalModel, validate_config
+    from receval_spark.models import model_candidates
+    from receval_spark.pipeline import evaluate, load_external, load_interactions
+    from receval_spark.relevance import relevant_items
+    from receval_spark.split import split_interactions
+    from receval_spark.topk import rank_candidates
+
+    config = validate_config(raw)
+    evaluation = evaluate(spark, config)
+
+    k = max(config.evaluation.k)
+    interactions = load_interactions(spark, config.data.interactions)
+    split = split_interactions(config.split, interactions)
+    history = split.history
+    truth = relevant_items(split.test, config.relevance)
+    users = truth.select("user_id").distinct()
+    seen = history.select("user_id", "item_id").distinct()
+    frames = []
+    for model in config.models:
+        external = (
+            load_external(spark, model, interactions=interactions)
+            if isinstance(model, ExternalModel)
+            else None
+        )
+        candidates = model_candidates(
+            model, history=history, users=users, truth=truth, k=k, seen=seen, external=external
+        )
+        ranked = rank_candidates(candidates, k=k, seen=seen)
+        frames.append(ranked.select(F.lit(model.name).alias("model"), "user_id", "item_id", "rank"))
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame)
+    ranked = union.toPandas().astype({"user_id": "int64", "item_id": "int64", "rank": "int64"})
+    interactions.unpersist()
+    return evaluation, ranked
+
+
+def lists_table(ranked: pd.DataFrame, ks) -> pd.DataFrame:
+    """(user_id, k, item_id) for every k from ranked (user_id, item_id, rank) rows."""
+    parts = [ranked.loc[ranked["rank"] <= k, ["user_id", "item_id"]].assign(k=k) for k in ks]
+    return pd.concat(parts, ignore_index=True)[["user_id", "k", "item_id"]]
+
+
+def reference_popularity_lists(train, truth, ks) -> pd.DataFrame:
+    """The popularity baseline's top-k lists for the evaluated users (reference model)."""
+    users = truth["user_id"].unique()
+    ranking = ref.top_k(
+        ref.popularity_candidates(train, users), k=max(ks), seen=ref.seen_items(train)
+    )
+    rows = [(u, r, i) for u, items in ranking.items() for r, i in enumerate(items, start=1)]
+    return lists_table(pd.DataFrame(rows, columns=["user_id", "rank", "item_id"]), ks)
+
+
+def reference_metrics(
+    ranked: pd.DataFrame, *, models, ks, train, truth, categories, expected, pairs
+) -> pd.DataFrame:
+    """(model, metric, k, value, n_users, std) for every model and k, incl. the Jaccard
+    personalization on the documented pair sample."""
+    frames = []
+    for model in models:
+        lists = lists_table(ranked[ranked["model"] == model], ks)
+        table, _ = ref.beyond_metrics(
+            lists, train, categories=categories, truth=truth, expected=expected
+        )
+        jaccard = []
+        for k in ks:
+            values = ref.jaccard_distances(lists, k, pairs=pairs, seed=SEED)
+            n_lists = lists.loc[lists["k"] == k, "user_id"].nunique()
+            std = float(np.std(values, ddof=1))
+            jaccard.append((k, "personalization_jaccard", float(np.mean(values)), n_lists, std))
+        table = pd.concat([table, pd.DataFrame(jaccard, columns=table.columns)])
+        frames.append(table.assign(model=model))
+    return pd.concat(frames, ignore_index=True)
+
+
+def metric_rows(evaluation) -> pd.DataFrame:
+    rows = [
+        (r.model, r.metric, r.k, r.value, r.n_users, r.std)
+        for r in evaluation.metrics
+        if r.segment == "all"
+    ]
+    table = pd.DataFrame(rows, columns=["model", "metric", "k", "value", "n_users", "std"])
+    return table.astype({"k": "int64", "n_users": "int64", "value": "float64", "std": "float64"})
+
+
+def assert_parity(spark_metrics: pd.DataFrame, reference: pd.DataFrame, model: str) -> None:
+    got = spark_metrics[spark_metrics["model"] == model]
+    want = reference[reference["model"] == model].astype({"k": "int64", "n_users": "int64"})
+    merged = got.merge(
+        want, on=["model", "metric", "k"], how="outer", suffixes=("_spark", "_ref"), indicator=True
+    )
+    lonely = merged[merged["_merge"] != "both"]
+    assert lonely.empty, f"rows on one side only:\n{lonely}"
+    assert (merged["n_users_spark"] == merged["n_users_ref"]).all(), merged
+    for column in ("value", "std"):
+        bad = ~np.isclose(
+            merged[f"{column}_spark"], merged[f"{column}_ref"], rtol=0.0, atol=TOL, equal_nan=True
+        )
+        assert not bad.any(), f"{model} {column}:\n{merged[bad]}"
+
+
+def k10_summary(spark_metrics: pd.DataFrame, models) -> str:
+    wanted = ["coverage", "gini", "novelty", "personalization"]
+    table = spark_metrics[(spark_metrics["k"] == 10) & spark_metrics["metric"].isin(wanted)]
+    pivot = table.pivot(index="model", columns="metric", values="value").loc[list(models), wanted]
+    return pivot.to_string(float_format=lambda v: f"{v:.6f}")
+
+
+# --- MovieLens 100K -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ml100k(shared_data: Path) -> Path:
+    return shared_data / "ml-100k"
+
+
+@pytest.fixture(scope="module")
+def genres(ml100k: Path) -> list[str]:
+    lines = (ml100k / "u.genre").read_text(encoding="ISO-8859-1").splitlines()
+    return [line.split("|")[0] for line in lines if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def ml100k_categories(ml100k: Path, genres: list[str]) -> dict[int, set[str]]:
+    """item -> the genres whose u.item flag is 1 (parsed line by line, '|'-separated)."""
+    categories = {}
+    for line in (ml100k / "u.item").read_text(encoding="ISO-8859-1").splitlines():
+        if not line.strip():
+            continue
+        fields = line.split("|")
+        assert len(fields) == len(U_ITEM_FIXED) + len(genres) == 24
+        flags = fields[len(U_ITEM_FIXED) :]
+        categories[int(fields[0])] = {g for g, f in zip(genres, flags, strict=True) if f == "1"}
+    return categories
+
+
+@pytest.fixture(scope="module")
+def ml100k_split(ml100k: Path):
+    interactions = pd.read_csv(ml100k / "u.data", sep="\t", header=None, names=U_DATA_COLUMNS)
+    return ref.global_temporal_split(interactions, ML100K_CUTOFF), interactions
+
+
+@pytest.fixture(scope="module")
+def ml100k_truth(ml100k_split) -> pd.DataFrame:
+    (_, test), _ = ml100k_split
+    return ref.relevant_items(test, kind="threshold", threshold=THRESHOLD)
+
+
+@pytest.fixture(scope="module")
+def external_path(ml100k_split, tmp_path_factory) -> Path:
+    """Every (test user, item) pair with the deterministic score, as Parquet."""
+    (_, test), interactions = ml100k_split
+    users = np.sort(test["user_id"].unique()).astype("int64")
+    items = np.sort(interactions["item_id"].unique()).astype("int64")
+    u = np.repeat(users, len(items))
+    i = np.tile(items, len(users))
+    path = tmp_path_factory.mktemp("external") / "recs.parquet"
+    pd.DataFrame({"user_id": u, "item_id": i, "score": external_score(u, i)}).to_parquet(
+        path, index=False
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def ml100k_run(spark, ml100k: Path, genres: list[str], external_path: Path):
+    raw = {
+        "run": {"name": "beyond-parity-ml100k"},
+        "data": {
+            "interactions": {
+                "path": str(ml100k / "u.data"),
+                "format": "csv",
+                "header": False,
+                "delimiter": "\t",
+                "column_names": U_DATA_COLUMNS,
+                "columns": {
+                    "user": "user_id",
+                    "item": "item_id",
+                    "timestamp": "timestamp",
+                    "rating": "rating",
+                },
+            },
+            "items": {
+                "path": str(ml100k / "u.item"),
+                "format": "csv",
+                "header": False,
+                "delimiter": "|",
+                "encoding": "ISO-8859-1",
+                "column_names": U_ITEM_FIXED + genres,
+                "columns": {"item": "item_id", "category": genres},
+            },
+        },
+        "split": {"method": "global_temporal", "cutoff": "1998-03-01T00:00:00Z"},
+        "relevance": {"kind": "threshold", "threshold": THRESHOLD},
+        "evaluation": {
+            "k": list(ML100K_KS),
+            "filter_seen": True,
+            "baseline": "popularity",
+            "segments": [],
+            "metrics": BEYOND,
+            "embeddings": {"source": "none"},
+            "personalization_pairs": PAIRS,
+            "seed": SEED,
+        },
+        "models": [
+            {"name": "popularity", "kind": "popularity"},
+            {"name": "random", "kind": "random", "seed": 42},
+            {"name": "external", "kind": "external", "path": str(external_path)},
+        ],
+    }
+    return spark_side(spark, raw)
+
+
+@pytest.fixture(scope="module")
+def ml100k_metrics(ml100k_run) -> pd.DataFrame:
+    return metric_rows(ml100k_run[0])
+
+
+@pytest.fixture(scope="module")
+def ml100k_expected(ml100k_split, ml100k_truth) -> pd.DataFrame:
+    (train, _), _ = ml100k_split
+    return reference_popularity_lists(train, ml100k_truth, ML100K_KS)
+
+
+@pytest.fixture(scope="module")
+def ml100k_reference(
+    ml100k_run, ml100k_split, ml100k_truth, ml100k_categories, ml100k_expected
+) -> pd.DataFrame:
+    (train, _), _ = ml100k_split
+    return reference_metrics(
+        ml100k_run[1],
+        models=ML100K_MODELS,
+        ks=ML100K_KS,
+        train=train,
+        truth=ml100k_truth,
+        categories=ml100k_categories,
+        expected=ml100k_expected,
+        pairs=PAIRS,
+    )
+
+
+def test_ml100k_lists_are_those_of_the_evaluated_users(ml100k_run, ml100k_truth):
+    ranked = ml100k_run[1]
+    evaluated = set(ml100k_truth["user_id"])
+    for model in ML100K_MODELS:
+        lists = ranked[ranked["model"] == model]
+        assert set(lists["user_id"]) <= evaluated
+        assert (lists.groupby("user_id").size() == max(ML100K_KS)).all(), model
+    assert ml100k_run[0].n_users_evaluated == len(evaluated)
+
+
+def test_ml100k_popularity_lists_equal_the_reference_popularity_model(ml100k_run, ml100k_expected):
+    """The baseline the reference uses for serendipity is the job's popularity model."""
+    ranked = ml100k_run[1]
+    spark_lists = lists_table(ranked[ranked["model"] == "popularity"], ML100K_KS)
+    key = ["user_id", "k", "item_id"]
+    pd.testing.assert_frame_equal(
+        spark_lists.sort_values(key, ignore_index=True),
+        ml100k_expected.astype("int64").sort_values(key, ignore_index=True),
+    )
+
+
+def test_ml100k_external_lists_reach_outside_the_catalogue(ml100k_run, ml100k_split):
+    """Items first rated after the cut-off are recommended by the external model, so the
+    parity covers list items outside I (not counted in coverage / gini / entropy, p floored
+    in novelty, 0 train interactions in popularity_bias)."""
+    (train, _), _ = ml100k_split
+    ranked = ml100k_run[1]
+    external = ranked[ranked["model"] == "external"]
+    outside = ~external["item_id"].isin(set(train["item_id"]))
+    assert outside.sum() > 0
+    assert (
+        not ranked.loc[ranked["model"] != "external", "item_id"]
+        .isin(set(external.loc[outside, "item_id"]))
+        .any()
+    )
+
+
+def test_ml100k_reports_every_beyond_metric(ml100k_metrics):
+    got = ml100k_metrics.groupby("model").size().to_dict()
+    assert got == dict.fromkeys(ML100K_MODELS, len(BEYOND) * len(ML100K_KS))
+
+
+@pytest.mark.parametrize("model", ML100K_MODELS)
+def test_ml100k_beyond_metrics_match_reference(model, ml100k_metrics, ml100k_reference):
+    assert_parity(ml100k_metrics, ml100k_reference, model)
+
+
+def test_ml100k_jaccard_is_a_distance_on_a_real_sample(ml100k_metrics, ml100k_run):
+    jaccard = ml100k_metrics[ml100k_metrics["metric"] == "personalization_jaccard"]
+    assert ((jaccard["value"] >= 0) & (jaccard["value"] <= 1)).all()
+    ci = [
+        (r.ci_low, r.ci_high)
+        for r in ml100k_run[0].metrics
+        if r.metric == "personalization_jaccard"
+    ]
+    assert all(low is not None and low <= high for low, high in ci)
+    # PAIRS pairs were drawn from more than 2 * PAIRS lists
+    assert (jaccard["n_users"] > 2 * PAIRS).all()
+
+
+def test_ml100k_popularity_is_less_diverse_than_random(ml100k_metrics):
+    at10 = ml100k_metrics[ml100k_metrics["k"] == 10].set_index(["model", "metric"])["value"]
+    print("\nml-100k @10\n" + k10_summary(ml100k_metrics, ML100K_MODELS))
+    assert at10[("popularity", "coverage")] < at10[("random", "coverage")]
+    assert at10[("popularity", "gini")] > at10[("random", "gini")]
+    assert at10[("popularity", "novelty")] < at10[("random", "novelty")]
+    assert at10[("popularity", "personalization")] < at10[("random", "personalization")]
+
+
+# --- MovieLens latest-small ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small(shared_data: Path) -> Path:
+    path = shared_data / "ml-latest-small"
+    if not (path / "ratings.csv").exists():
+        pytest.skip(f"{path}/ratings.csv not found")
+    return path
+
+
+@pytest.fixture(scope="module")
+def small_split(small: Path):
+    ratings = pd.read_csv(small / "ratings.csv").rename(
+        columns={"userId": "user_id", "movieId": "item_id"}
+    )
+    return ref.global_temporal_split(ratings, SMALL_CUTOFF)
+
+
+@pytest.fixture(scope="module")
+def small_truth(small_split) -> pd.DataFrame:
+    return ref.relevant_items(small_split[1], kind="threshold", threshold=THRESHOLD)
+
+
+@pytest.fixture(scope="module")
+def small_categories(small: Path) -> dict[int, set[str]]:
+    """movie -> its '|'-separated genres (taken as given, '(no genres listed)' included)."""
+    movies = pd.read_csv(small / "movies.csv")
+    return {
+        int(m): {g.strip() for g in str(genres).split("|") if g.strip()}
+        for m, genres in zip(movies["movieId"], movies["genres"], strict=True)
+    }
+
+
+@pytest.fixture(scope="module")
+def small_run(spark, small: Path):
+    raw = {
+        "run": {"name": "beyond-parity-ml-latest-small"},
+        "data": {
+            "interactions": {
+                "path": str(small / "ratings.csv"),
+                "format": "csv",
+                "columns": {
+                    "user": "userId",
+                    "item": "movieId",
+                    "timestamp": "timestamp",
+                    "rating": "rating",
+                },
+            },
+            "items": {
+                "path": str(small / "movies.csv"),
+                "format": "csv",
+                "columns": {"item": "movieId", "category": "genres"},
+                "category_separator": "|",
+            },
+        },
+        "split": {"method": "global_temporal", "cutoff": "2016-01-01T00:00:00Z"},
+        "relevance": {"kind": "threshold", "threshold": THRESHOLD},
+        "evaluation": {
+            "k": list(SMALL_KS),
+            "baseline": "popularity",
+            "segments": [],
+            "metrics": BEYOND,
+            "embeddings": {"source": "none"},
+            "personalization_pairs": SMALL_PAIRS,
+            "seed": SEED,
+        },
+        "models": [
+            {"name": "popularity", "kind": "popularity"},
+            {"name": "random", "kind": "random", "seed": 42},
+        ],
+    }
+    return spark_side(spark, raw)
+
+
+def test_ml_latest_small_beyond_metrics_match_reference(
+    small_run, small_split, small_truth, small_categories
+):
+    evaluation, ranked = small_run
+    train, _ = small_split
+    expected = reference_popularity_lists(train, small_truth, SMALL_KS)
+    spark_popular = lists_table(ranked[ranked["model"] == "popularity"], SMALL_KS)
+    key = ["user_id", "k", "item_id"]
+    pd.testing.assert_frame_equal(
+        spark_popular.sort_values(key, ignore_index=True),
+        expected.astype("int64").sort_values(key, ignore_index=True),
+    )
+    reference = reference_metrics(
+        ranked,
+        models=SMALL_MODELS,
+        ks=SMALL_KS,
+        train=train,
+        truth=small_truth,
+        categories=small_categories,
+        expected=expected,
+        pairs=SMALL_PAIRS,
+    )
+    spark_metrics = metric_rows(evaluation)
+    print("\nml-latest-small @10\n" + k10_summary(spark_metrics, SMALL_MODELS))
+    for model in SMALL_MODELS:
+        assert_parity(spark_metrics, reference, model)

@@ -186,6 +186,8 @@ def demo_runs(tmp_path_factory) -> DemoRuns:
                 f"output.path={output}",
                 "--set",
                 f"run.date={date}",
+                "--set",
+                "evaluation.embeddings.source=none",  # ALS is covered by test_als.py
             ]
         )
 
@@ -342,6 +344,8 @@ def test_spark_submit_matches_in_process_run(spark, shared_data: Path, tmp_path:
         f"data.interactions.path={u_data}",
         "--set",
         "run.date=2026-01-05",
+        "--set",
+        "evaluation.embeddings.source=none",
     ]
     proc = run(
         [

@@ -127,6 +127,8 @@ def evaluation(u_data: Path, external_path: Path, tmp_path_factory, spark):
             "filter_seen": True,
             "baseline": "popularity",
             "segments": [],  # only segment 'all' is compared; keep the Spark plan small
+            "metrics": ["precision", "recall", "hit_rate", "mrr", "map", "ndcg", "arhr", "f1"],
+            "embeddings": {"source": "none"},
         },
         "models": [
             {"name": "popularity", "kind": "popularity"},

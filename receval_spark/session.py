@@ -20,6 +20,7 @@ DEFAULT_CONF: Mapping[str, str] = {
     "spark.sql.adaptive.coalescePartitions.enabled": "true",
     "spark.sql.shuffle.partitions": "16",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.ui.showConsoleProgress": "false",  # progress bars garble the job's own output
 }
 
 
@@ -49,7 +50,7 @@ def build_session(config: SparkConfig, *, app_name: str) -> SparkSession:
     if config.remote:
         session = builder.getOrCreate()
         for key, value in settings.items():
-            if not key.startswith("spark.sql.execution.arrow"):
+            if key.startswith("spark.sql.") and not key.startswith("spark.sql.execution.arrow"):
                 session.conf.set(key, value)
         return session
     for key, value in settings.items():

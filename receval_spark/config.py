@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlparse
 
 import yaml
@@ -176,26 +176,9 @@ BeyondMetric = Literal[
     "serendipity",
 ]
 MetricName = AccuracyMetric | BeyondMetric
-ALL_METRICS: tuple[str, ...] = (
-    "precision",
-    "recall",
-    "hit_rate",
-    "mrr",
-    "map",
-    "ndcg",
-    "arhr",
-    "f1",
-    "coverage",
-    "gini",
-    "entropy",
-    "novelty",
-    "popularity_bias",
-    "personalization",
-    "personalization_jaccard",
-    "ild_category",
-    "ild_embedding",
-    "serendipity",
-)
+ACCURACY_METRICS: tuple[str, ...] = get_args(AccuracyMetric)
+BEYOND_METRICS: tuple[str, ...] = get_args(BeyondMetric)
+ALL_METRICS: tuple[str, ...] = ACCURACY_METRICS + BEYOND_METRICS
 
 
 class EmbeddingsConfig(_Strict):

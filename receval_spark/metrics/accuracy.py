@@ -27,18 +27,8 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from receval_spark.config import ACCURACY_METRICS as ACCURACY_METRICS  # re-exported
 from receval_spark.schema import GRADE, ITEM, RANK, USER
-
-ACCURACY_METRICS = (
-    "precision",
-    "recall",
-    "hit_rate",
-    "mrr",
-    "map",
-    "ndcg",
-    "arhr",
-    "f1",
-)
 
 
 def _gain(grade: Column) -> Column:

@@ -37,17 +37,6 @@ from pyspark.sql import functions as F
 from receval_spark.schema import ITEM, RANK, USER
 from receval_spark.split import seeded_hash
 
-GROUP_METRICS = (
-    "coverage",
-    "gini",
-    "entropy",
-    "popularity_bias",
-    "personalization",
-    "personalization_jaccard",
-)
-PER_USER_METRICS = ("novelty", "ild_category", "ild_embedding", "serendipity")
-BEYOND_METRICS = GROUP_METRICS + PER_USER_METRICS
-
 
 def top_k_lists(ranked: DataFrame, *, ks: Sequence[int]) -> DataFrame:
     """R_k(u) for every k, read off one ranking: the ranked rows (any extra columns kept) with

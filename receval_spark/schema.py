@@ -216,7 +216,7 @@ def canonical_items(
         categories = F.col(single).cast("array<string>")
     elif separator:
         categories = F.filter(
-            F.transform(F.split(F.col(single), re.escape(separator)), F.trim),
+            F.transform(F.split(F.col(single), re.escape(separator)), lambda c: F.trim(c)),
             lambda c: c != "",
         )
     else:

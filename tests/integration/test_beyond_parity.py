@@ -4,8 +4,8 @@ numpy/pandas reference (tests/reference.py).
 MovieLens 100K: global temporal split at 1998-03-01T00:00:00Z, relevance rating >= 4,
 k = 5, 10, 20, filter_seen on, genres from the 19 flag columns of u.item. Models: popularity,
 seeded random, and an "external" model with a deterministic score read from Parquet.
-MovieLens latest-small: split at 2016-01-01, popularity and random at k = 10, genres from the
-'|'-separated movies.csv column.
+MovieLens latest-small: split at 2016-01-01, popularity, random and external at k = 10,
+genres from the '|'-separated movies.csv column.
 
 The Spark side runs once per dataset through the public job API (``validate_config`` +
 ``pipeline.evaluate``). The reference gets the same top-k lists, recomputed with the public
@@ -57,7 +57,7 @@ U_DATA_COLUMNS = ["user_id", "item_id", "rating", "timestamp"]
 U_ITEM_FIXED = ["item_id", "title", "release_date", "video_release_date", "imdb_url"]
 
 SMALL_KS = (10,)
-SMALL_MODELS = ("popularity", "random")
+SMALL_MODELS = ("popularity", "random", "external")
 SMALL_CUTOFF = dt.datetime(2016, 1, 1, tzinfo=dt.UTC)
 SMALL_PAIRS = 30  # about 120 evaluated users
 
@@ -422,7 +422,23 @@ def small_categories(small: Path) -> dict[int, set[str]]:
 
 
 @pytest.fixture(scope="module")
-def small_run(spark, small: Path):
+def small_external_path(small_split, tmp_path_factory) -> Path:
+    """Every (test user, item with id divisible by 3) pair with the deterministic score."""
+    train, test = small_split
+    users = np.sort(test["user_id"].unique()).astype("int64")
+    every_item = np.union1d(train["item_id"].unique(), test["item_id"].unique())
+    items = every_item[every_item % 3 == 0].astype("int64")
+    u = np.repeat(users, len(items))
+    i = np.tile(items, len(users))
+    path = tmp_path_factory.mktemp("external-small") / "recs.parquet"
+    pd.DataFrame({"user_id": u, "item_id": i, "score": external_score(u, i)}).to_parquet(
+        path, index=False
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def small_run(spark, small: Path, small_external_path: Path):
     raw = {
         "run": {"name": "beyond-parity-ml-latest-small"},
         "data": {
@@ -457,6 +473,7 @@ def small_run(spark, small: Path):
         "models": [
             {"name": "popularity", "kind": "popularity"},
             {"name": "random", "kind": "random", "seed": 42},
+            {"name": "external", "kind": "external", "path": str(small_external_path)},
         ],
     }
     return spark_side(spark, raw)

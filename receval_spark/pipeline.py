@@ -31,7 +31,7 @@ from receval_spark.config import (
 from receval_spark.errors import InputError
 from receval_spark.io import read_table, reading, write_reports
 from receval_spark.metrics.accuracy import ACCURACY_METRICS, per_user_accuracy
-from receval_spark.metrics.aggregate import macro_average, to_long
+from receval_spark.metrics.aggregate import macro_average, to_long, union_all
 from receval_spark.metrics.beyond import (
     BeyondInputs,
     catalogue_totals,
@@ -243,7 +243,7 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
         )
         for model in config.models
     }
-    ranked_all = _union(
+    ranked_all = union_all(
         [r.withColumn("model", F.lit(name)) for name, r in ranked.items()]
     ).persist()
     models = spark.createDataFrame([(m.name,) for m in config.models], "model string")
@@ -266,11 +266,8 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
     warnings += skipped
     beyond_users = per_user_beyond(lists, inputs, by=["model", "k"], metrics=settings.metrics)
     if beyond_users is not None:
-        per_user_long = (
-            _union([per_user_long, beyond_users.join(segments, on=USER)])
-            if per_user_long is not None
-            else beyond_users.join(segments, on=USER)
-        )
+        beyond_users = beyond_users.join(segments, on=USER)
+    per_user_long = union_all([f for f in (per_user_long, beyond_users) if f is not None])
     if config.output.per_user and per_user_long is not None:
         per_user_long = per_user_long.persist()
     rows = []
@@ -466,13 +463,6 @@ def versions(spark: SparkSession) -> dict[str, str]:
         "spark": spark.version,
         "python": platform.python_version(),
     }
-
-
-def _union(frames: list[DataFrame]) -> DataFrame:
-    result = frames[0]
-    for frame in frames[1:]:
-        result = result.unionByName(frame)
-    return result
 
 
 def _metric_row(row: Any) -> MetricRow:

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import reduce
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+
+
+def union_all(frames: Sequence[DataFrame]) -> DataFrame | None:
+    """The rows of all frames (matched by column name); None when there are none."""
+    return reduce(lambda left, right: left.unionByName(right), frames) if frames else None
 
 
 def to_long(per_user: DataFrame, *, metrics: Sequence[str], keys: Sequence[str]) -> DataFrame:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from receval_spark.metrics.aggregate import union_all
 from receval_spark.schema import ITEM, RANK, USER
 from receval_spark.split import seeded_hash
 
@@ -351,9 +352,9 @@ def per_user_beyond(
                 ),
             )
         )
-    return _union_long(
-        [frame.withColumn("metric", F.lit(name)) for name, frame in frames],
-        columns=[*by, USER, "metric", "value"],
+    columns = [*by, USER, "metric", "value"]
+    return union_all(
+        [frame.withColumn("metric", F.lit(name)).select(*columns) for name, frame in frames]
     )
 
 
@@ -397,14 +398,14 @@ def group_beyond(
                 F.col("personalization").alias("value"),
             )
         )
-    scalar = _union_long(
+    columns = [*by, "metric", "value", "std", "n_samples"]
+    scalar = union_all(
         [
-            f.withColumn("std", F.lit(None).cast("double")).withColumn(
-                "n_samples", F.lit(None).cast("long")
-            )
+            f.withColumn("std", F.lit(None).cast("double"))
+            .withColumn("n_samples", F.lit(None).cast("long"))
+            .select(*columns)
             for f in frames
-        ],
-        columns=[*by, "metric", "value", "std", "n_samples"],
+        ]
     )
     if "personalization_jaccard" in metrics:
         sampled = (
@@ -428,12 +429,3 @@ def group_beyond(
         return None
     n_lists = lists.groupBy(*by).agg(F.countDistinct(USER).alias("n_users"))
     return scalar.join(n_lists, on=by)
-
-
-def _union_long(frames: Sequence[DataFrame], *, columns: Sequence[str]) -> DataFrame | None:
-    if not frames:
-        return None
-    result = frames[0].select(*columns)
-    for frame in frames[1:]:
-        result = result.unionByName(frame.select(*columns))
-    return result

@@ -160,7 +160,7 @@ class RelevanceConfig(_Strict):
         return self
 
 
-Segment = Literal["warm", "cold", "popularity"]
+Segment = Literal["warm", "cold", "activity", "popularity"]
 
 AccuracyMetric = Literal["precision", "recall", "hit_rate", "mrr", "map", "ndcg", "arhr", "f1"]
 BeyondMetric = Literal[
@@ -208,12 +208,15 @@ class SerendipityConfig(_Strict):
 class EvaluationConfig(_Strict):
     k: list[Annotated[int, Field(ge=1, le=1000)]] = Field(default_factory=lambda: [5, 10, 20])
     filter_seen: bool = True
-    baseline: str = "popularity"
+    baseline: str | None = "popularity"  # null: no comparisons/
     min_users: int = Field(default=100, ge=0)
-    segments: list[Segment] = Field(default_factory=lambda: ["warm", "cold", "popularity"])
+    segments: list[Segment] = Field(
+        default_factory=lambda: ["warm", "cold", "activity", "popularity"]
+    )
     metrics: list[MetricName] = Field(default_factory=lambda: list(ALL_METRICS))
     head_share: float = Field(default=0.5, gt=0.0, lt=1.0)
     personalization_pairs: int = Field(default=1000, ge=1)
+    bootstrap_samples: int = Field(default=100, ge=0, le=10_000)  # 0: no bootstrap intervals
     seed: int = 42
     embeddings: EmbeddingsConfig = Field(default_factory=EmbeddingsConfig)
     serendipity: SerendipityConfig = Field(default_factory=SerendipityConfig)
@@ -295,7 +298,7 @@ class JobConfig(_Strict):
         duplicated = sorted({n for n in names if names.count(n) > 1})
         if duplicated:
             raise ValueError(f"models: model names must be unique, repeated: {duplicated}")
-        if self.evaluation.baseline not in names:
+        if self.evaluation.baseline is not None and self.evaluation.baseline not in names:
             raise ValueError(
                 f"evaluation.baseline: {self.evaluation.baseline!r} is not a configured model "
                 f"(models: {names})"

@@ -7,6 +7,7 @@ Only bounded results reach the driver: counts, cut-offs and the metric aggregate
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import platform
 from collections.abc import Callable
@@ -18,14 +19,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from receval_spark import __version__
+from receval_spark.checks import run_checks, run_warnings
 from receval_spark.config import (
     EvaluationConfig,
     ExternalModel,
-    GlobalTemporalSplit,
     InteractionsSource,
     ItemsSource,
     JobConfig,
-    OracleModel,
     PopularityModel,
 )
 from receval_spark.errors import InputError
@@ -42,10 +42,17 @@ from receval_spark.metrics.beyond import (
     top_k_lists,
     unit_vectors,
 )
+from receval_spark.metrics.compare import (
+    COMPARISON_KEYS,
+    paired_differences,
+    paired_statistics,
+)
 from receval_spark.models import model_candidates
 from receval_spark.models.als import als_item_embeddings
 from receval_spark.models.popularity import popularity_candidates
 from receval_spark.relevance import (
+    activity_counts,
+    activity_thresholds,
     item_popularity_segments,
     relevant_items,
     scoped_truth,
@@ -53,8 +60,10 @@ from receval_spark.relevance import (
 )
 from receval_spark.report.tables import (
     Check,
+    ComparisonRow,
     MetricRow,
     RunRecord,
+    comparisons_table,
     metrics_table,
     per_user_table,
     runs_table,
@@ -71,16 +80,20 @@ from receval_spark.schema import (
     validate_recommendations,
 )
 from receval_spark.split import (
-    LEAKY_METHODS,
     Split,
     from_micros,
     iso,
     split_interactions,
 )
-from receval_spark.stats import t_interval
+from receval_spark.stats import (
+    SignedRanks,
+    holm,
+    normal_interval,
+    paired_t_pvalue,
+    t_interval,
+    wilcoxon_pvalue,
+)
 from receval_spark.topk import rank_candidates
-
-ORACLE_TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -88,6 +101,7 @@ class Evaluation:
     """What one evaluation produced: small aggregates, plus the lazy per-user table."""
 
     metrics: list[MetricRow]
+    comparisons: list[ComparisonRow]
     per_user: DataFrame | None
     split: dict[str, Any]
     n_users_evaluated: int
@@ -225,7 +239,9 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
     seen = history.select(USER, ITEM).distinct().persist() if settings.filter_seen else None
     catalogue = item_statistics(history).persist()
     segments = user_segments(users, history, segments=settings.segments).persist()
-    warnings = _warnings(config, n_users)
+    if "activity" in settings.segments:
+        thresholds = activity_thresholds(activity_counts(users, history)).collect()[0][0]
+        split_summary["activity_quartiles"] = thresholds
 
     ranked = {
         model.name: rank_candidates(
@@ -263,12 +279,12 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
         interactions=interactions,
         summary=split_summary,
     )
-    warnings += skipped
+    warnings = skipped
     beyond_users = per_user_beyond(lists, inputs, by=["model", "k"], metrics=settings.metrics)
     if beyond_users is not None:
         beyond_users = beyond_users.join(segments, on=USER)
     per_user_long = union_all([f for f in (per_user_long, beyond_users) if f is not None])
-    if config.output.per_user and per_user_long is not None:
+    if per_user_long is not None:
         per_user_long = per_user_long.persist()
     rows = []
     if per_user_long is not None:
@@ -281,12 +297,20 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
         metrics=settings.metrics,
         pairs=settings.personalization_pairs,
         seed=settings.seed,
+        bootstrap_samples=settings.bootstrap_samples,
     )
     if groups is not None:
         rows += [_metric_row(r) for r in groups.collect()]
-    checks = _checks(config, split_summary, rows, truth=truth, seen=seen)
+    comparisons = (
+        compare_models(per_user_long, baseline=settings.baseline)
+        if settings.baseline is not None and per_user_long is not None
+        else []
+    )
+    checks = run_checks(config, split_summary, rows, truth=truth, seen=seen)
+    warnings = run_warnings(config, n_users, rows) + warnings
     return Evaluation(
         metrics=rows,
+        comparisons=comparisons,
         per_user=per_user_long,
         split=split_summary,
         n_users_evaluated=n_users,
@@ -443,6 +467,7 @@ def run_job(
     )
     tables = {
         "metrics": metrics_table(spark, evaluation.metrics, run_id=run_id).coalesce(1),
+        "comparisons": comparisons_table(spark, evaluation.comparisons, run_id=run_id).coalesce(1),
         "runs": runs_table(spark, record).coalesce(1),
     }
     if config.output.per_user and evaluation.per_user is not None:
@@ -465,10 +490,49 @@ def versions(spark: SparkSession) -> dict[str, str]:
     }
 
 
+def compare_models(per_user: DataFrame, *, baseline: str) -> list[ComparisonRow]:
+    """Every model against ``baseline`` per (segment, metric, k) on their common users: mean
+    difference with its t-interval, paired t-test and Wilcoxon p-values, both Holm-adjusted
+    over all comparisons of the run."""
+    keys = ["model", "baseline", *COMPARISON_KEYS]
+    statistics = paired_statistics(paired_differences(per_user, baseline=baseline), by=keys)
+    rows = []
+    for r in statistics.collect():
+        low, high = t_interval(r["mean_diff"], r["std_diff"], r["n_users"])
+        ranks = SignedRanks(r["n_users"], r["n_nonzero"], r["rank_plus"], r["tie_term"])
+        rows.append(
+            ComparisonRow(
+                model=r["model"],
+                baseline=r["baseline"],
+                segment=r["segment"],
+                metric=r["metric"],
+                k=r["k"],
+                n_users=r["n_users"],
+                mean_diff=r["mean_diff"],
+                std_diff=r["std_diff"],
+                ci_low=low,
+                ci_high=high,
+                p_ttest=paired_t_pvalue(r["mean_diff"], r["std_diff"], r["n_users"]),
+                p_wilcoxon=wilcoxon_pvalue(ranks),
+            )
+        )
+    p_holm = holm([r.p_ttest for r in rows])
+    p_wilcoxon_holm = holm([r.p_wilcoxon for r in rows])
+    return [
+        dataclasses.replace(r, p_holm=a, p_wilcoxon_holm=b)
+        for r, a, b in zip(rows, p_holm, p_wilcoxon_holm, strict=True)
+    ]
+
+
 def _metric_row(row: Any) -> MetricRow:
-    """A MetricRow with a t-interval over n_samples (sampled statistics) or n_users."""
-    samples = row.asDict().get("n_samples")
-    low, high = t_interval(row["value"], row["std"], samples or row["n_users"])
+    """A MetricRow with a 95% interval: value ± z·std for bootstrapped group statistics, else
+    a t-interval over n_samples (sampled statistics) or n_users (macro averages)."""
+    fields = row.asDict()
+    if fields.get("interval") == "bootstrap":
+        low, high = normal_interval(row["value"], row["std"])
+    else:
+        n = fields.get("n_samples") or row["n_users"]
+        low, high = t_interval(row["value"], row["std"], n)
     return MetricRow(
         model=row["model"],
         segment=row["segment"],
@@ -480,93 +544,6 @@ def _metric_row(row: Any) -> MetricRow:
         ci_low=low,
         ci_high=high,
     )
-
-
-def _checks(
-    config: JobConfig,
-    split_summary: dict[str, Any],
-    rows: list[MetricRow],
-    *,
-    truth: DataFrame,
-    seen: DataFrame | None,
-) -> list[Check]:
-    checks = []
-    if isinstance(config.split, GlobalTemporalSplit):
-        checks.append(_temporal_check(split_summary))
-    oracles = [m.name for m in config.models if isinstance(m, OracleModel)]
-    for name in oracles:
-        bad = [
-            r
-            for r in rows
-            if r.model == name
-            and r.segment == "all"
-            and r.metric == "ndcg"
-            and abs((r.value or 0.0) - 1.0) > ORACLE_TOLERANCE
-        ]
-        detail = "; ".join(f"NDCG@{r.k} = {r.value:.6f}" for r in bad) or "NDCG@k = 1 at every k"
-        checks.append(Check(f"oracle_ndcg[{name}]", not bad, detail))
-    if seen is not None:
-        overlap = truth.join(seen, on=[USER, ITEM], how="left_semi").count()
-        checks.append(
-            Check(
-                "heldout_not_in_train",
-                overlap == 0,
-                f"{overlap} relevant test (user, item) pairs also occur in train; with filter_seen "
-                "they can never be recommended"
-                if overlap
-                else "no relevant test pair occurs in train",
-            )
-        )
-    counts: dict[tuple[str, str, int | None], set[int]] = {}
-    for r in (r for r in rows if r.metric in ACCURACY_METRICS):
-        counts.setdefault((r.segment, r.metric, r.k), set()).add(r.n_users)
-    uneven = sorted(key for key, ns in counts.items() if len(ns) > 1)
-    checks.append(
-        Check(
-            "same_users_all_models",
-            not uneven,
-            f"models differ in evaluated users at {uneven[:3]}"
-            if uneven
-            else "every model is evaluated on the same users, split and k",
-        )
-    )
-    return checks
-
-
-def _temporal_check(split_summary: dict[str, Any]) -> Check:
-    """No train (or validation) timestamp at or after the cut-off, no test timestamp before it."""
-    cutoff = split_summary["cutoff"]
-    problems = []
-    if split_summary["train"]["last_timestamp"] >= split_summary.get("validation_cutoff", cutoff):
-        problems.append("train has interactions at or after the cut-off")
-    if "validation" in split_summary and split_summary["validation"]["last_timestamp"] >= cutoff:
-        problems.append("validation has interactions at or after the test cut-off")
-    if split_summary["test"]["first_timestamp"] < cutoff:
-        problems.append("test has interactions before the cut-off")
-    return Check(
-        "no_temporal_leakage",
-        not problems,
-        "; ".join(problems)
-        or f"train ends {split_summary['train']['last_timestamp']}, test "
-        f"starts {split_summary['test']['first_timestamp']}, cut-off {cutoff}",
-    )
-
-
-def _warnings(config: JobConfig, n_users: int) -> list[str]:
-    warnings = []
-    if config.split.method in LEAKY_METHODS:
-        warnings.append(f"leaky split: {LEAKY_METHODS[config.split.method]}")
-    if n_users < config.evaluation.min_users:
-        warnings.append(
-            f"only {n_users} users evaluated "
-            f"(evaluation.min_users = {config.evaluation.min_users}): "
-            "averages over so few users are unreliable"
-        )
-    if not config.evaluation.filter_seen:
-        warnings.append(
-            "filter_seen is off: items users already interacted with may be recommended"
-        )
-    return warnings
 
 
 def _iso(micros: int | None) -> str | None:

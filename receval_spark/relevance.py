@@ -46,21 +46,52 @@ def relevant_items(test: DataFrame, config: RelevanceConfig) -> DataFrame:
     )
 
 
+ACTIVITY_QUANTILES = (0.25, 0.5, 0.75)
+
+
+def activity_counts(users: DataFrame, history: DataFrame) -> DataFrame:
+    """(user_id, n_train): train interactions of every evaluated user (0 for cold users)."""
+    counts = history.groupBy(USER).agg(F.count(F.lit(1)).alias("n_train"))
+    return (
+        users.select(USER)
+        .join(counts, on=USER, how="left")
+        .select(USER, F.coalesce(F.col("n_train"), F.lit(0)).alias("n_train"))
+    )
+
+
+def activity_thresholds(counts: DataFrame) -> DataFrame:
+    """One row ``thresholds``: the 25/50/75% quantiles (linear interpolation, as numpy's
+    default) of the train interaction counts of the warm evaluated users."""
+    return counts.filter(F.col("n_train") > 0).agg(
+        F.percentile(F.col("n_train"), list(ACTIVITY_QUANTILES)).alias("thresholds")
+    )
+
+
 def user_segments(users: DataFrame, history: DataFrame, *, segments: list[str]) -> DataFrame:
     """(user_id, segment): every evaluated user is in ``all``; ``warm`` users have train
-    interactions, ``cold`` users have none (each only when configured)."""
-    labelled = users.select(USER).join(
-        history.select(USER).distinct().withColumn("_warm", F.lit(True)),
-        on=USER,
-        how="left",
-    )
-    warm = F.coalesce(F.col("_warm"), F.lit(False))
+    interactions, ``cold`` users have none; ``activity=q1..q4`` buckets warm users by their
+    train interaction count c against the quartiles t1 <= t2 <= t3 of c over warm evaluated
+    users: q1 c <= t1, q2 t1 < c <= t2, q3 t2 < c <= t3, q4 c > t3 (users with equal counts
+    share a bucket, so buckets can differ in size). Each segment only when configured."""
+    counts = activity_counts(users, history)
+    warm = F.col("n_train") > 0
     names = [F.lit("all")]
     if "warm" in segments:
         names.append(F.when(warm, F.lit("warm")))
     if "cold" in segments:
         names.append(F.when(~warm, F.lit("cold")))
-    return labelled.select(USER, F.explode(F.array(*names)).alias("segment")).filter(
+    if "activity" in segments:
+        counts = counts.crossJoin(F.broadcast(activity_thresholds(counts)))
+        t = [F.col("thresholds")[i] for i in range(len(ACTIVITY_QUANTILES))]
+        c = F.col("n_train")
+        names.append(
+            F.when(~warm, None)
+            .when(c <= t[0], "activity=q1")
+            .when(c <= t[1], "activity=q2")
+            .when(c <= t[2], "activity=q3")
+            .otherwise("activity=q4")
+        )
+    return counts.select(USER, F.explode(F.array(*names)).alias("segment")).filter(
         F.col("segment").isNotNull()
     )
 

@@ -28,6 +28,7 @@ aggregation. Group-level metrics come back as (*by, metric, value, n_users); per
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -36,7 +37,7 @@ from pyspark.sql import functions as F
 
 from receval_spark.metrics.aggregate import union_all
 from receval_spark.schema import ITEM, RANK, USER
-from receval_spark.split import seeded_hash
+from receval_spark.split import seeded_hash, uniform
 
 
 def top_k_lists(ranked: DataFrame, *, ks: Sequence[int]) -> DataFrame:
@@ -64,9 +65,49 @@ def catalogue_totals(history: DataFrame, catalogue: DataFrame) -> DataFrame:
     return items.crossJoin(users)
 
 
-def exposure_distribution(
-    lists: DataFrame, catalogue: DataFrame, totals: DataFrame, *, by: Sequence[str]
-) -> DataFrame:
+def with_list_size(lists: DataFrame, *, by: Sequence[str]) -> DataFrame:
+    """The lists with ``list_size`` = |R_k(u)|, the number of rows of the user's list."""
+    return lists.withColumn("list_size", F.count(F.lit(1)).over(Window.partitionBy(*by, USER)))
+
+
+def with_item_popularity(lists: DataFrame, catalogue: DataFrame) -> DataFrame:
+    """The lists with ``n_interactions`` (train interactions of the item, 0 outside the
+    catalogue) and ``in_catalogue``."""
+    known = catalogue.select(ITEM, "n_interactions", F.lit(True).alias("in_catalogue"))
+    return lists.join(known, on=ITEM, how="left").fillna(
+        {"n_interactions": 0, "in_catalogue": False}
+    )
+
+
+def item_exposure(lists: DataFrame, catalogue: DataFrame, *, by: Sequence[str]) -> DataFrame:
+    """(*by, item_id, n_interactions, in_catalogue, f, s, q): per recommended item, f = number
+    of lists holding it, s = sum of |R_k(u)|^{-1/2} and q = sum of 1 / |R_k(u)| over those
+    lists. Every group statistic below is read off this one item-level table."""
+    x = F.lit(1.0) / F.sqrt("list_size")
+    return (
+        with_item_popularity(with_list_size(lists, by=by), catalogue)
+        .groupBy(*by, ITEM, "n_interactions", "in_catalogue")
+        .agg(F.count(F.lit(1)).alias("f"), F.sum(x).alias("s"), F.sum(x * x).alias("q"))
+    )
+
+
+def list_counts(lists: DataFrame, *, by: Sequence[str]) -> DataFrame:
+    """(*by, n_lists): the number of lists of each group."""
+    return lists.groupBy(*by).agg(F.countDistinct(USER).alias("n_lists"))
+
+
+def exposure_blocks(exposure: DataFrame, *, by: Sequence[str]) -> DataFrame:
+    """(*by, f, in_catalogue, c, interactions, pair_sum): items grouped by exposure f, with
+    c items, the sum of their n_interactions and of their (s^2 - q) / 2. One small table per
+    group from which every group statistic below is computed."""
+    return exposure.groupBy(*by, "f", "in_catalogue").agg(
+        F.count(F.lit(1)).alias("c"),
+        F.sum("n_interactions").alias("interactions"),
+        F.sum((F.col("s") * F.col("s") - F.col("q")) / 2).alias("pair_sum"),
+    )
+
+
+def exposure_distribution(blocks: DataFrame, totals: DataFrame, *, by: Sequence[str]) -> DataFrame:
     """(*by, coverage, gini, entropy) from the exposure counts f_i of catalogue items.
 
     Gini counts never-recommended catalogue items as f = 0 without materialising them: the
@@ -75,12 +116,6 @@ def exposure_distribution(
     of a group suffices. Ties do not change the value.
     """
     by = list(by)
-    exposure = (
-        lists.join(catalogue.select(ITEM), on=ITEM)
-        .groupBy(*by, ITEM)
-        .agg(F.count(F.lit(1)).alias("f"))
-    )
-    blocks = exposure.groupBy(*by, "f").agg(F.count(F.lit(1)).alias("c"))
     group = Window.partitionBy(*by)
     smaller = group.orderBy("f").rowsBetween(Window.unboundedPreceding, -1)
     n = F.col("n_catalogue").cast("double")
@@ -88,13 +123,17 @@ def exposure_distribution(
     f = F.col("f").cast("double")
     start = (n - F.sum("c").over(group)) + F.coalesce(F.sum("c").over(smaller), F.lit(0))
     positions = c * start + c * (c + 1) / 2  # sum of 1-based positions start+1 .. start+c
-    terms = blocks.crossJoin(F.broadcast(totals)).select(
-        *by,
-        n.alias("n"),
-        c.alias("c"),
-        (c * f).alias("mass"),
-        (c * f * F.log2(f)).alias("mass_log"),
-        (f * (2 * positions - c * (n + 1))).alias("gini_term"),
+    terms = (
+        blocks.filter(F.col("in_catalogue"))
+        .crossJoin(F.broadcast(totals))
+        .select(
+            *by,
+            n.alias("n"),
+            c.alias("c"),
+            (c * f).alias("mass"),
+            (c * f * F.log2(f)).alias("mass_log"),
+            (f * (2 * positions - c * (n + 1))).alias("gini_term"),
+        )
     )
     return terms.groupBy(*by).agg(
         (F.sum("c") / F.first("n")).alias("coverage"),
@@ -103,14 +142,13 @@ def exposure_distribution(
     )
 
 
-def popularity_bias(
-    lists: DataFrame, catalogue: DataFrame, totals: DataFrame, *, by: Sequence[str]
-) -> DataFrame:
-    """(*by, popularity_bias): mean train interactions per list slot over the catalogue mean."""
-    slots = lists.join(catalogue.select(ITEM, "n_interactions"), on=ITEM, how="left")
+def popularity_bias(blocks: DataFrame, totals: DataFrame, *, by: Sequence[str]) -> DataFrame:
+    """(*by, popularity_bias): mean train interactions per list slot, sum_i f_i n_i / sum_i f_i
+    (items outside the catalogue have n_i = 0), over the catalogue mean."""
+    f = F.col("f")
     return (
-        slots.groupBy(*by)
-        .agg(F.avg(F.coalesce(F.col("n_interactions"), F.lit(0))).alias("_mean_slot"))
+        blocks.groupBy(*by)
+        .agg((F.sum(f * F.col("interactions")) / F.sum(f * F.col("c"))).alias("_mean_slot"))
         .crossJoin(F.broadcast(totals))
         .select(
             *by,
@@ -119,25 +157,16 @@ def popularity_bias(
     )
 
 
-def personalization(lists: DataFrame, *, by: Sequence[str]) -> DataFrame:
+def personalization(blocks: DataFrame, counts: DataFrame, *, by: Sequence[str]) -> DataFrame:
     """(*by, personalization, n_lists): 1 - mean cosine over all pairs of binary list vectors.
 
-    Exact via sum_{u<v} cos(u, v) = sum_i (s_i^2 - q_i) / 2 (module doc); null below 2 lists.
+    Exact via sum_{u<v} cos(u, v) = sum_i (s_i^2 - q_i) / 2 (module doc) over n(n-1)/2 pairs,
+    n = n_lists from ``list_counts``; null below 2 lists.
     """
     by = list(by)
-    sizes = lists.groupBy(*by, USER).agg(F.count(F.lit(1)).alias("_n"))
-    weighted = lists.join(sizes, on=[*by, USER]).select(
-        *by, ITEM, (F.lit(1.0) / F.sqrt("_n")).alias("_x")
-    )
-    pair_sum = (
-        weighted.groupBy(*by, ITEM)
-        .agg(F.sum("_x").alias("_s"), F.sum(F.col("_x") * F.col("_x")).alias("_q"))
-        .groupBy(*by)
-        .agg(F.sum((F.col("_s") * F.col("_s") - F.col("_q")) / 2).alias("_pair_sum"))
-    )
-    n_lists = sizes.groupBy(*by).agg(F.count(F.lit(1)).alias("n_lists"))
+    pair_sum = blocks.groupBy(*by).agg(F.sum("pair_sum").alias("_pair_sum"))
     pairs = F.col("n_lists") * (F.col("n_lists") - 1) / 2
-    return pair_sum.join(n_lists, on=by).select(
+    return pair_sum.join(counts, on=by).select(
         *by,
         F.when(F.col("n_lists") >= 2, 1 - F.col("_pair_sum") / pairs).alias("personalization"),
         "n_lists",
@@ -358,6 +387,136 @@ def per_user_beyond(
     )
 
 
+BOOTSTRAPPED_METRICS = ("coverage", "gini", "entropy", "popularity_bias", "personalization")
+POISSON_MAX = 16
+
+
+def poisson_weight(u: Column) -> Column:
+    """A Poisson(1) draw from u ~ U[0, 1): the smallest w with P(W <= w) > u (capped at 16,
+    P(W > 16) < 1e-14)."""
+    cdf, term, weight = 0.0, math.exp(-1.0), F.lit(POISSON_MAX)
+    thresholds = []
+    for w in range(POISSON_MAX):
+        cdf += term
+        term /= w + 1
+        thresholds.append((w, cdf))
+    for w, threshold in reversed(thresholds):
+        weight = F.when(u < F.lit(threshold), F.lit(w)).otherwise(weight)
+    return weight
+
+
+def replicate_weight(seed: int, user: Column, replicate: Column) -> Column:
+    """W(user, replicate) ~ Poisson(1) from hash(seed, user, replicate): the multiplicity of a
+    user in a bootstrap replicate, the same in every list group and on every partitioning."""
+    return poisson_weight(uniform(F.xxhash64(F.lit(seed), user, replicate)))
+
+
+def bootstrap_exposure(
+    lists: DataFrame, catalogue: DataFrame, *, by: Sequence[str], samples: int, seed: int
+) -> DataFrame:
+    """(*by, replicate, item_id, n_interactions, in_catalogue, f, s, q): ``item_exposure``
+    in each of ``samples`` Poisson bootstrap replicates of the users, where a list counts
+    W(user, replicate) times (items with f = 0 in a replicate are left out).
+
+    No replicate is materialised: each list row is fanned out to the replicates where its
+    user's weight is positive, inside the map stage that partially aggregates it by item.
+    """
+    x = F.lit(1.0) / F.sqrt("list_size")
+    replicate = F.explode(F.sequence(F.lit(0), F.lit(samples - 1))).alias("replicate")
+    rows = with_item_popularity(with_list_size(lists, by=by), catalogue).select(
+        *by, USER, ITEM, "n_interactions", "in_catalogue", x.alias("_x"), replicate
+    )
+    w = F.col("_w")
+    return (
+        rows.withColumn("_w", replicate_weight(seed, F.col(USER), F.col("replicate")))
+        .filter(w > 0)
+        .groupBy(*by, "replicate", ITEM, "n_interactions", "in_catalogue")
+        .agg(
+            F.sum(w).alias("f"),
+            F.sum(w * F.col("_x")).alias("s"),
+            F.sum(w * F.col("_x") * F.col("_x")).alias("q"),
+        )
+    )
+
+
+def bootstrap_list_counts(
+    lists: DataFrame, *, by: Sequence[str], samples: int, seed: int
+) -> DataFrame:
+    """(*by, replicate, n_lists): the number of lists in each replicate, sum of W(user, b)."""
+    replicate = F.explode(F.sequence(F.lit(0), F.lit(samples - 1))).alias("replicate")
+    return (
+        lists.select(*by, USER)
+        .distinct()
+        .select(*by, USER, replicate)
+        .groupBy(*by, "replicate")
+        .agg(F.sum(replicate_weight(seed, F.col(USER), F.col("replicate"))).alias("n_lists"))
+    )
+
+
+def group_statistics(
+    blocks: DataFrame,
+    counts: DataFrame,
+    inputs: BeyondInputs,
+    *,
+    by: Sequence[str],
+    metrics: Sequence[str],
+) -> DataFrame | None:
+    """(*by, metric, value) for coverage, gini, entropy, popularity_bias and personalization
+    among ``metrics``, from the exposure blocks and the list counts of each group."""
+    by = list(by)
+    frames = []
+    wanted = [m for m in ("coverage", "gini", "entropy") if m in metrics]
+    if wanted:
+        distribution = exposure_distribution(blocks, inputs.totals, by=by)
+        frames += [(m, distribution.select(*by, F.col(m).alias("value"))) for m in wanted]
+    if "popularity_bias" in metrics:
+        bias = popularity_bias(blocks, inputs.totals, by=by)
+        frames.append(
+            ("popularity_bias", bias.select(*by, F.col("popularity_bias").alias("value")))
+        )
+    if "personalization" in metrics:
+        exact = personalization(blocks, counts, by=by)
+        frames.append(
+            ("personalization", exact.select(*by, F.col("personalization").alias("value")))
+        )
+    return union_all([f.select(*by, F.lit(m).alias("metric"), "value") for m, f in frames])
+
+
+def bootstrap_std(
+    lists: DataFrame,
+    inputs: BeyondInputs,
+    *,
+    by: Sequence[str],
+    metrics: Sequence[str],
+    samples: int,
+    seed: int,
+) -> DataFrame | None:
+    """(*by, metric, std): the standard deviation of each group statistic over ``samples``
+    Poisson bootstrap replicates of the users; None when no such metric is wanted or
+    samples is 0.
+
+    Only the spread is used: a replicate holds ~63% distinct users, so statistics that grow
+    with the number of distinct lists (coverage, entropy) are biased low in every replicate
+    and percentile intervals would miss the estimate; the interval is value ± z·std.
+    """
+    wanted = [m for m in BOOTSTRAPPED_METRICS if m in metrics]
+    if not wanted or samples == 0:
+        return None
+    by = list(by)
+    values = group_statistics(
+        # persisted: the three statistics read the small blocks, not the replicated rows
+        exposure_blocks(
+            bootstrap_exposure(lists, inputs.catalogue, by=by, samples=samples, seed=seed),
+            by=[*by, "replicate"],
+        ).persist(),
+        bootstrap_list_counts(lists, by=by, samples=samples, seed=seed),
+        inputs,
+        by=[*by, "replicate"],
+        metrics=wanted,
+    )
+    return values.groupBy(*by, "metric").agg(F.stddev_samp("value").alias("std"))
+
+
 def group_beyond(
     lists: DataFrame,
     inputs: BeyondInputs,
@@ -366,49 +525,40 @@ def group_beyond(
     metrics: Sequence[str],
     pairs: int,
     seed: int,
+    bootstrap_samples: int = 0,
 ) -> DataFrame | None:
-    """(*by, metric, value, n_users, std, n_samples) for the group metrics among ``metrics``.
+    """(*by, metric, value, n_users, std, n_samples, interval) for the group metrics.
 
-    n_users is the number of lists in the group; std and n_samples (the number of sampled
-    pairs) are set for ``personalization_jaccard`` only.
+    n_users is the number of lists in the group. personalization_jaccard is a mean over
+    sampled user pairs: std is their deviation, n_samples their number, interval ``t``. The
+    other group statistics carry the bootstrap std and interval ``bootstrap`` when
+    ``bootstrap_samples`` > 0, else a null std and interval.
     """
     by = list(by)
+    columns = [*by, "metric", "value", "std", "n_samples", "interval"]
     frames = []
-    wanted = [m for m in ("coverage", "gini", "entropy") if m in metrics]
-    if wanted:
-        exposure = exposure_distribution(lists, inputs.catalogue, inputs.totals, by=by)
-        frames += [
-            exposure.select(*by, F.lit(m).alias("metric"), F.col(m).alias("value")) for m in wanted
-        ]
-    if "popularity_bias" in metrics:
-        bias = popularity_bias(lists, inputs.catalogue, inputs.totals, by=by)
-        frames.append(
-            bias.select(
-                *by,
-                F.lit("popularity_bias").alias("metric"),
-                F.col("popularity_bias").alias("value"),
-            )
-        )
-    if "personalization" in metrics:
-        exact = personalization(lists, by=by)
-        frames.append(
-            exact.select(
-                *by,
-                F.lit("personalization").alias("metric"),
-                F.col("personalization").alias("value"),
-            )
-        )
-    columns = [*by, "metric", "value", "std", "n_samples"]
-    scalar = union_all(
-        [
-            f.withColumn("std", F.lit(None).cast("double"))
-            .withColumn("n_samples", F.lit(None).cast("long"))
-            .select(*columns)
-            for f in frames
-        ]
+    scalar = group_statistics(
+        exposure_blocks(item_exposure(lists, inputs.catalogue, by=by), by=by).persist(),
+        list_counts(lists, by=by),
+        inputs,
+        by=by,
+        metrics=metrics,
     )
+    if scalar is not None:
+        spread = bootstrap_std(
+            lists, inputs, by=by, metrics=metrics, samples=bootstrap_samples, seed=seed
+        )
+        if spread is None:
+            scalar = scalar.withColumn("std", F.lit(None).cast("double"))
+        else:
+            scalar = scalar.join(spread, on=[*by, "metric"], how="left")
+        frames.append(
+            scalar.withColumn("n_samples", F.lit(None).cast("long"))
+            .withColumn("interval", F.when(F.col("std").isNotNull(), F.lit("bootstrap")))
+            .select(*columns)
+        )
     if "personalization_jaccard" in metrics:
-        sampled = (
+        frames.append(
             jaccard_pair_distances(lists, by=by, pairs=pairs, seed=seed)
             .groupBy(*by)
             .agg(
@@ -422,10 +572,10 @@ def group_beyond(
                 "value",
                 "std",
                 "n_samples",
+                F.lit("t").alias("interval"),
             )
         )
-        scalar = sampled if scalar is None else scalar.unionByName(sampled)
-    if scalar is None:
+    if not frames:
         return None
     n_lists = lists.groupBy(*by).agg(F.countDistinct(USER).alias("n_users"))
-    return scalar.join(n_lists, on=by)
+    return union_all(frames).join(n_lists, on=by)

@@ -1,4 +1,5 @@
-"""Report datasets as DataFrames with the schemas of CONTRACT.md (metrics, runs, per_user)."""
+"""Report datasets as DataFrames with the schemas of CONTRACT.md (metrics, comparisons, runs,
+per_user)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,27 @@ METRICS_SCHEMA = T.StructType(
         T.StructField("std", T.DoubleType(), True),
         T.StructField("ci_low", T.DoubleType(), True),
         T.StructField("ci_high", T.DoubleType(), True),
+    ]
+)
+
+COMPARISONS_SCHEMA = T.StructType(
+    [
+        T.StructField("run_id", T.StringType(), False),
+        T.StructField("model", T.StringType(), False),
+        T.StructField("baseline", T.StringType(), False),
+        T.StructField("segment", T.StringType(), False),
+        T.StructField("protocol", T.StringType(), False),
+        T.StructField("metric", T.StringType(), False),
+        T.StructField("k", T.IntegerType(), True),
+        T.StructField("n_users", T.LongType(), False),
+        T.StructField("mean_diff", T.DoubleType(), True),
+        T.StructField("std_diff", T.DoubleType(), True),
+        T.StructField("ci_low", T.DoubleType(), True),
+        T.StructField("ci_high", T.DoubleType(), True),
+        T.StructField("p_ttest", T.DoubleType(), True),
+        T.StructField("p_wilcoxon", T.DoubleType(), True),
+        T.StructField("p_holm", T.DoubleType(), True),
+        T.StructField("p_wilcoxon_holm", T.DoubleType(), True),
     ]
 )
 
@@ -68,6 +90,30 @@ class MetricRow:
     std: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
+    protocol: str = "full"
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """One paired comparison of a model with the baseline at (segment, metric, k).
+
+    p_holm / p_wilcoxon_holm: the t-test / Wilcoxon p-values Holm-adjusted over all
+    comparisons of the run."""
+
+    model: str
+    baseline: str
+    segment: str
+    metric: str
+    k: int | None
+    n_users: int
+    mean_diff: float | None
+    std_diff: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_ttest: float | None
+    p_wilcoxon: float | None
+    p_holm: float | None = None
+    p_wilcoxon_holm: float | None = None
     protocol: str = "full"
 
 
@@ -116,6 +162,39 @@ def metrics_table(spark: SparkSession, rows: Sequence[MetricRow], *, run_id: str
         for r in sorted(rows, key=lambda r: (r.model, r.segment, r.metric, r.k or 0))
     ]
     return spark.createDataFrame(data, METRICS_SCHEMA)
+
+
+def comparisons_table(
+    spark: SparkSession, rows: Sequence[ComparisonRow], *, run_id: str
+) -> DataFrame:
+    """The ``comparisons`` dataset for one run, ordered by model, segment, metric, k."""
+    data = [
+        (
+            run_id,
+            r.model,
+            r.baseline,
+            r.segment,
+            r.protocol,
+            r.metric,
+            r.k,
+            r.n_users,
+            *(
+                _finite(v)
+                for v in (
+                    r.mean_diff,
+                    r.std_diff,
+                    r.ci_low,
+                    r.ci_high,
+                    r.p_ttest,
+                    r.p_wilcoxon,
+                    r.p_holm,
+                    r.p_wilcoxon_holm,
+                )
+            ),
+        )
+        for r in sorted(rows, key=lambda r: (r.model, r.segment, r.metric, r.k or 0))
+    ]
+    return spark.createDataFrame(data, COMPARISONS_SCHEMA)
 
 
 def runs_table(spark: SparkSession, record: RunRecord) -> DataFrame:

@@ -16,16 +16,21 @@ from pyspark.sql import functions as F
 
 from receval_spark.metrics.beyond import (
     BeyondInputs,
+    bootstrap_std,
     catalogue_totals,
     category_diversity,
     embedding_diversity,
+    exposure_blocks,
     exposure_distribution,
     group_beyond,
+    item_exposure,
     item_statistics,
     jaccard_pair_distances,
+    list_counts,
     novelty,
     per_user_beyond,
     personalization,
+    poisson_weight,
     popularity_bias,
     serendipity,
     top_k_lists,
@@ -65,6 +70,15 @@ def catalogue_of(spark, history_rows):
     history = frame(spark, history_rows, HISTORY)
     catalogue = item_statistics(history)
     return catalogue, catalogue_totals(history, catalogue)
+
+
+def blocks_of(lists, catalogue):
+    return exposure_blocks(item_exposure(lists, catalogue, by=["k"]), by=["k"])
+
+
+def personalization_of(lists):
+    catalogue = item_statistics(lists.select("user_id", "item_id"))
+    return personalization(blocks_of(lists, catalogue), list_counts(lists, by=["k"]), by=["k"])
 
 
 def by_key(df, key, value="value"):
@@ -122,7 +136,7 @@ def test_exposure_distribution_worked_example(spark):
     catalogue, totals = catalogue_of(spark, EXAMPLE_HISTORY)
     lists = frame(spark, EXAMPLE_LISTS, LISTS)
 
-    row = one_row(exposure_distribution(lists, catalogue, totals, by=["k"]))
+    row = one_row(exposure_distribution(blocks_of(lists, catalogue), totals, by=["k"]))
 
     # coverage = |{1, 2, 3, 4}| / |I| = 4/5 (item 9 is outside I and does not count)
     assert row.coverage == pytest.approx(0.8, abs=TOL)
@@ -143,7 +157,10 @@ def test_gini_is_0_for_equal_exposure_over_the_whole_catalogue(spark):
         LISTS,
     )
 
-    rows = {r.k: r for r in exposure_distribution(lists, catalogue, totals, by=["k"]).collect()}
+    rows = {
+        r.k: r
+        for r in exposure_distribution(blocks_of(lists, catalogue), totals, by=["k"]).collect()
+    }
 
     for k in (1, 3):
         assert rows[k].gini == pytest.approx(0.0, abs=TOL)
@@ -155,7 +172,7 @@ def test_gini_is_n_minus_1_over_n_when_one_item_is_shown_to_everyone(spark):
     catalogue, totals = catalogue_of(spark, [(10, i) for i in range(1, 6)])
     lists = frame(spark, [(u, 1, 1) for u in range(1, 5)], LISTS)  # 4 lists, all [1]
 
-    row = one_row(exposure_distribution(lists, catalogue, totals, by=["k"]))
+    row = one_row(exposure_distribution(blocks_of(lists, catalogue), totals, by=["k"]))
 
     # f ascending = (0, 0, 0, 0, 4): G = (2*5 - 5 - 1) * 4 / (5 * 4) = 4/5 = (n - 1)/n
     assert row.gini == pytest.approx(4 / 5, abs=TOL)
@@ -179,7 +196,7 @@ def test_popularity_bias_worked_example(spark):
     catalogue, totals = catalogue_of(spark, EXAMPLE_HISTORY)
     lists = frame(spark, EXAMPLE_LISTS, LISTS)
 
-    row = one_row(popularity_bias(lists, catalogue, totals, by=["k"]))
+    row = one_row(popularity_bias(blocks_of(lists, catalogue), totals, by=["k"]))
 
     # slot interaction counts: user 1 -> 3, 1; user 2 -> 3, 1; user 3 -> 0 (item 9), 2
     # mean over slots = 10/6 = 5/3; catalogue mean = 8/5; bias = (5/3) / (8/5) = 25/24
@@ -204,7 +221,7 @@ def test_novelty_worked_example_with_the_floor_for_unknown_items(spark):
 def test_personalization_worked_example(spark):
     lists = frame(spark, EXAMPLE_LISTS, LISTS)
 
-    row = one_row(personalization(lists, by=["k"]))
+    row = one_row(personalization_of(lists))
 
     # cos(1, 2) = |{1}| / sqrt(2 * 2) = 1/2; cos(1, 3) = cos(2, 3) = 0
     # mean over the 3 pairs = 1/6 -> personalization = 5/6
@@ -217,7 +234,7 @@ def test_personalization_is_0_for_identical_and_1_for_disjoint_lists(spark):
     disjoint = [(u, 2, 10 * u + j) for u in range(1, 6) for j in range(3)]  # k = 2: no overlap
     lists = frame(spark, identical + disjoint, LISTS)
 
-    values = by_key(personalization(lists, by=["k"]), "k", "personalization")
+    values = by_key(personalization_of(lists), "k", "personalization")
 
     assert values == pytest.approx({1: 0.0, 2: 1.0}, abs=TOL)
 
@@ -225,7 +242,7 @@ def test_personalization_is_0_for_identical_and_1_for_disjoint_lists(spark):
 def test_personalization_needs_two_lists(spark):
     lists = frame(spark, [(1, 5, 1), (1, 5, 2)], LISTS)
 
-    row = one_row(personalization(lists, by=["k"]))
+    row = one_row(personalization_of(lists))
 
     assert row.personalization is None
     assert row.n_lists == 1
@@ -239,9 +256,7 @@ def test_exact_personalization_equals_brute_force_over_all_pairs(spark):
     }
     lists = pandas_lists(groups)
 
-    got = by_key(
-        personalization(spark.createDataFrame(lists, LISTS), by=["k"]), "k", "personalization"
-    )
+    got = by_key(personalization_of(spark.createDataFrame(lists, LISTS)), "k", "personalization")
 
     # brute force: 1 - mean over all 44,850 (k = 1) and 31,125 (k = 2) pairs of the cosine
     want = {k: ref.personalization(ref.lists_at(lists, k)) for k in groups}
@@ -531,3 +546,111 @@ def test_group_table_reports_the_jaccard_sample_with_its_spread(spark):
     assert (row.metric, row.n_users, row.n_samples) == ("personalization_jaccard", 3, 1)
     assert row.value == pytest.approx(want[0], abs=TOL)
     assert row.std is None  # a sample std of one pair is undefined
+
+
+# --- bootstrap intervals of the group statistics ------------------------------------------
+
+
+def test_poisson_weights_follow_poisson_1(spark):
+    u = spark.range(200_000).select((F.col("id") / 200_000.0).alias("u"))
+
+    counts = by_key(u.groupBy(poisson_weight(F.col("u")).alias("w")).count(), "w", "count")
+
+    # the grid u = j / N maps exactly onto the Poisson(1) CDF: P(W = w) = e^-1 / w!
+    for w in range(6):
+        assert counts[w] / 200_000 == pytest.approx(math.exp(-1) / math.factorial(w), abs=1e-5)
+    assert sum(counts.values()) == 200_000
+
+
+def reference_weight(seed: int, user: int, replicate: int) -> int:
+    """Poisson(1) inverse CDF at u = pmod(xxhash64(seed, user, replicate), 2^40) / 2^40."""
+    u = (ref.spark_xxhash64((seed, "int"), (user, "int"), (replicate, "int")) % (1 << 40)) / (
+        1 << 40
+    )
+    w, cdf, term = 0, math.exp(-1), math.exp(-1)
+    while u >= cdf:
+        w += 1
+        term /= w
+        cdf += term
+    return w
+
+
+def test_bootstrap_std_equals_a_reference_over_the_same_replicates(spark):
+    rng = np.random.default_rng(7)
+    history_rows = [(int(u), int(i)) for u in range(30) for i in rng.choice(25, 4, replace=False)]
+    catalogue, totals = catalogue_of(spark, history_rows)
+    groups = {
+        5: random_lists(rng, users=range(40), items=30, longest=5),
+        9: random_lists(rng, users=range(20, 50), items=12, longest=4),
+    }
+    lists = pandas_lists(groups)
+    inputs = BeyondInputs(
+        catalogue=catalogue,
+        totals=totals,
+        truth=frame(spark, [], TRUTH),
+        expected=frame(spark, [], LISTS),
+        expected_keys=("user_id", "k", "item_id"),
+    )
+    metrics = ["coverage", "gini", "entropy", "popularity_bias", "personalization"]
+    samples, seed = 30, 11
+
+    got = bootstrap_std(
+        spark.createDataFrame(lists, LISTS),
+        inputs,
+        by=["k"],
+        metrics=metrics,
+        samples=samples,
+        seed=seed,
+    )
+
+    _, interactions, _ = ref.train_statistics(
+        pd.DataFrame(history_rows, columns=["user_id", "item_id"])
+    )
+    items = list(interactions)
+    want = {}
+    for k in groups:
+        ranking = ref.lists_at(lists, k)
+        values = {m: [] for m in metrics}
+        for b in range(samples):
+            # user u appears W(u, b) times: copies are distinct lists
+            replicate = {
+                (u, copy): ranking[u]
+                for u in ranking
+                for copy in range(reference_weight(seed, u, b))
+            }
+            values["coverage"].append(ref.coverage(replicate, items))
+            values["gini"].append(ref.gini(replicate, items))
+            values["entropy"].append(ref.entropy(replicate, items))
+            values["popularity_bias"].append(ref.popularity_bias(replicate, interactions))
+            values["personalization"].append(ref.personalization(replicate))
+        want.update({(k, m): float(np.std(v, ddof=1)) for m, v in values.items()})
+    assert {(r.k, r.metric): r.std for r in got.collect()} == pytest.approx(want, abs=1e-9)
+    assert all(v > 0 for v in want.values())
+
+
+def test_group_table_marks_bootstrapped_statistics(spark):
+    catalogue, totals = catalogue_of(spark, EXAMPLE_HISTORY)
+    inputs = BeyondInputs(
+        catalogue=catalogue,
+        totals=totals,
+        truth=frame(spark, [], TRUTH),
+        expected=frame(spark, [], LISTS),
+        expected_keys=("user_id", "k", "item_id"),
+    )
+    lists = frame(spark, EXAMPLE_LISTS, LISTS)
+
+    rows = group_beyond(
+        lists,
+        inputs,
+        by=["k"],
+        metrics=["coverage", "personalization_jaccard"],
+        pairs=5,
+        seed=3,
+        bootstrap_samples=20,
+    ).collect()
+
+    kinds = {r.metric: (r.interval, r.std is not None, r.n_samples) for r in rows}
+    assert kinds == {
+        "coverage": ("bootstrap", True, None),
+        "personalization_jaccard": ("t", False, 1),
+    }

@@ -18,8 +18,11 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
-        pytest.exit("Java 17+ is required for the Spark tests: install openjdk-17-jre-headless "
-                    "or set JAVA_HOME.", returncode=3)
+        pytest.exit(
+            "Java 17+ is required for the Spark tests: install openjdk-17-jre-headless "
+            "or set JAVA_HOME.",
+            returncode=3,
+        )
 
 
 @pytest.fixture(scope="session")
@@ -46,6 +49,8 @@ def spark():
 def shared_data() -> Path:
     """../shared/data (or $RECEVAL_SHARED_DATA); tests using it skip with a reason when absent."""
     if not (SHARED_DATA / "ml-100k" / "u.data").exists():
-        pytest.skip(f"real datasets not found at {SHARED_DATA} (set RECEVAL_SHARED_DATA to the "
-                    "folder holding ml-100k/ and ml-latest-small/)")
+        pytest.skip(
+            f"real datasets not found at {SHARED_DATA} (set RECEVAL_SHARED_DATA to the "
+            "folder holding ml-100k/ and ml-latest-small/)"
+        )
     return SHARED_DATA

@@ -125,7 +125,7 @@ def evaluation(u_data: Path, external_path: Path, tmp_path_factory, spark):
         "evaluation": {
             "k": list(KS),
             "filter_seen": True,
-            "baseline": "popularity",
+            "baseline": None,  # comparisons are tested in test_statistics_ml100k
             "segments": [],  # only segment 'all' is compared; keep the Spark plan small
             "metrics": ["precision", "recall", "hit_rate", "mrr", "map", "ndcg", "arhr", "f1"],
             "embeddings": {"source": "none"},

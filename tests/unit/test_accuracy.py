@@ -18,14 +18,19 @@ PER_USER = (
 
 def assert_per_user(actual, spark, rows):
     expected = spark.createDataFrame(rows, PER_USER)
-    assert_approx_df_equality(
-        actual, expected, 1e-12, ignore_row_order=True, ignore_nullable=True
-    )
+    assert_approx_df_equality(actual, expected, 1e-12, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_output_columns_are_user_k_and_every_metric():
     assert ACCURACY_METRICS == (
-        "precision", "recall", "hit_rate", "mrr", "map", "ndcg", "arhr", "f1"
+        "precision",
+        "recall",
+        "hit_rate",
+        "mrr",
+        "map",
+        "ndcg",
+        "arhr",
+        "f1",
     )
 
 

@@ -35,9 +35,7 @@ def test_als_gives_one_finite_vector_of_the_configured_rank_per_train_item(spark
     same_group = spark.createDataFrame([(1, 10), (1, 11)], "user_id int, item_id int")
     mixed = spark.createDataFrame([(2, 10), (2, 20)], "user_id int, item_id int")
     lists = same_group.unionByName(mixed).withColumn("k", F.lit(2))
-    diversity = {
-        r.user_id: r.value for r in embedding_diversity(lists, units, by=["k"]).collect()
-    }
+    diversity = {r.user_id: r.value for r in embedding_diversity(lists, units, by=["k"]).collect()}
     assert diversity[1] < 0.1 < diversity[2]
 
 

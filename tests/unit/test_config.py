@@ -119,9 +119,7 @@ def test_set_a_spark_option_whose_name_has_dots(project, elsewhere):
 
 
 def test_set_can_switch_the_split_method_and_cutoff(project, elsewhere):
-    config = load_config(
-        write(project, CONFIG), ["split.quantile=null", "split.cutoff=2020-01-01"]
-    )
+    config = load_config(write(project, CONFIG), ["split.quantile=null", "split.cutoff=2020-01-01"])
 
     assert isinstance(config.split, GlobalTemporalSplit)
     assert config.split.quantile is None
@@ -191,9 +189,7 @@ def test_missing_input_file_is_a_config_error_naming_data_interactions_path(proj
         load_config(write(project, text))
 
 
-def test_missing_input_path_key_is_a_config_error_naming_data_interactions_path(
-    project, elsewhere
-):
+def test_missing_input_path_key_is_a_config_error_naming_data_interactions_path(project, elsewhere):
     text = CONFIG.replace("    path: data/ratings.csv\n", "")
 
     with pytest.raises(ConfigError, match=r"data\.interactions\.path: required key is missing"):

@@ -167,9 +167,7 @@ def test_oracle_candidates_are_the_relevant_items_scored_by_grade(spark):
 
     assert_df_equality(
         candidates,
-        spark.createDataFrame(
-            [(1, 10, 1.0), (1, 11, 3.0), (1, 12, 3.0), (2, 20, 2.0)], CANDIDATES
-        ),
+        spark.createDataFrame([(1, 10, 1.0), (1, 11, 3.0), (1, 12, 3.0), (2, 20, 2.0)], CANDIDATES),
         ignore_row_order=True,
         ignore_nullable=True,
     )

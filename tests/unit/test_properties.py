@@ -149,9 +149,10 @@ def _assert_same(actual, expected):
     assert len(actual) == len(expected)
     for a, e in zip(actual, expected, strict=True):
         assert a[:2] == e[:2]
-        assert all(math.isclose(x, y, rel_tol=1e-12, abs_tol=1e-12) for x, y in zip(
-            a[2:], e[2:], strict=True
-        )), (a, e)
+        assert all(
+            math.isclose(x, y, rel_tol=1e-12, abs_tol=1e-12)
+            for x, y in zip(a[2:], e[2:], strict=True)
+        ), (a, e)
 
 
 @spark_settings(5)
@@ -162,9 +163,7 @@ def test_results_do_not_depend_on_row_order_or_shuffle_partitions(spark, log, ca
 
     reference = _evaluate(spark, log, candidates, partitions=1)
     more_partitions = _evaluate(spark, log, candidates, partitions=7)
-    reordered = _evaluate(
-        spark, reordered_log, reordered_candidates, partitions=1, repartition=3
-    )
+    reordered = _evaluate(spark, reordered_log, reordered_candidates, partitions=1, repartition=3)
 
     _assert_same(more_partitions, reference)
     _assert_same(reordered, reference)

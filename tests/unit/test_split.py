@@ -66,9 +66,7 @@ def test_global_temporal_split_with_validation_cutoff_gives_three_parts(spark):
     assert_rows(split.validation, spark, [(1, 11, 200, 3.0), (2, 10, 300, 5.0)])
     assert_rows(split.test, spark, [(2, 12, 400, 1.0), (3, 13, 500, 2.0)])
     # models refit on train + validation
-    assert_rows(
-        split.history, spark, [(1, 10, 100, 4.0), (1, 11, 200, 3.0), (2, 10, 300, 5.0)]
-    )
+    assert_rows(split.history, spark, [(1, 10, 100, 4.0), (1, 11, 200, 3.0), (2, 10, 300, 5.0)])
     assert split.params == {
         "method": "global_temporal",
         "cutoff": "1970-01-01T00:06:40.000000+00:00",
@@ -126,9 +124,7 @@ def test_resolve_cutoff_is_the_quantile_of_the_timestamps(spark):
 
 def test_split_interactions_resolves_quantiles_and_records_them(spark):
     log = frame(spark, TEN)
-    config = GlobalTemporalSplit(
-        method="global_temporal", quantile=0.7, validation_quantile=0.4
-    )
+    config = GlobalTemporalSplit(method="global_temporal", quantile=0.7, validation_quantile=0.4)
 
     assert plan_global_temporal(config, log) == (at(700), at(400))
     split = split_interactions(config, log)
@@ -167,8 +163,13 @@ def test_leave_last_n_ties_broken_by_item_id_and_short_histories_stay_in_train(s
     assert_rows(
         split.train,
         spark,
-        [(1, 10, 100, 1.0), (1, 11, 300, 1.0), (1, 12, 200, 1.0), (2, 20, 100, 1.0),
-         (3, 30, 100, 1.0)],
+        [
+            (1, 10, 100, 1.0),
+            (1, 11, 300, 1.0),
+            (1, 12, 200, 1.0),
+            (2, 20, 100, 1.0),
+            (3, 30, 100, 1.0),
+        ],
     )
     assert_rows(split.test, spark, [(1, 13, 300, 1.0), (3, 31, 200, 1.0)])
     assert split.params == {"method": "leave_last_n", "n": 1}
@@ -188,9 +189,7 @@ def test_leave_last_n_with_n_2_keeps_users_with_exactly_n_interactions_in_train(
 
     split = leave_last_n_split(log, n=2)
 
-    assert_rows(
-        split.train, spark, [(1, 10, 100, 1.0), (2, 20, 100, 1.0), (2, 21, 200, 1.0)]
-    )
+    assert_rows(split.train, spark, [(1, 10, 100, 1.0), (2, 20, 100, 1.0), (2, 21, 200, 1.0)])
     assert_rows(split.test, spark, [(1, 11, 200, 1.0), (1, 12, 300, 1.0)])
 
 
@@ -276,4 +275,3 @@ def test_user_holdout_split_is_deterministic_by_seed(spark):
 
     assert first == again
     assert first != other
-

@@ -83,9 +83,7 @@ def test_filter_seen_items_drops_only_the_users_own_seen_items(spark):
 
     remaining = filter_seen_items(candidates, seen)
 
-    expected = spark.createDataFrame(
-        [r for r in ROWS if (r[0], r[1]) != (1, 11)], CANDIDATES
-    )
+    expected = spark.createDataFrame([r for r in ROWS if (r[0], r[1]) != (1, 11)], CANDIDATES)
     assert_df_equality(remaining, expected, ignore_row_order=True, ignore_nullable=True)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -54,3 +55,28 @@ def shared_data() -> Path:
             "folder holding ml-100k/ and ml-latest-small/)"
         )
     return SHARED_DATA
+
+
+@contextlib.contextmanager
+def kept_sql_conf(spark):
+    """Put back the runtime SQL options a job run in this process sets on the shared session
+    (receval_spark.session.DEFAULT_CONF and the configs' spark.sql.* options)."""
+    from receval_spark.session import DEFAULT_CONF
+
+    keys = [key for key in DEFAULT_CONF if key.startswith("spark.sql.")]
+    saved = {key: spark.conf.get(key, None) for key in keys}
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+@pytest.fixture
+def restore_sql_conf(spark):
+    """Function-scoped ``kept_sql_conf`` for tests that call the job in-process."""
+    with kept_sql_conf(spark):
+        yield

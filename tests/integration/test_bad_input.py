@@ -8,7 +8,6 @@ an earlier date; the folder must be byte-for-byte identical afterwards.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import math
 import shutil
@@ -20,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from conftest import kept_sql_conf
 
 from receval_spark.cli import main
 from receval_spark.config import validate_config
@@ -32,15 +32,6 @@ DAY = 86_400
 N_USERS, PER_USER, N_ITEMS = 8, 6, 12
 FIRST_TS = int(BASE.timestamp()) + 60  # user 1, day 0
 LAST_TS = int(BASE.timestamp()) + (PER_USER - 1) * DAY + N_USERS * 60
-# Runtime SQL settings the job (or a test config) may change on the shared session.
-_SQL_KEYS = (
-    "spark.sql.shuffle.partitions",
-    "spark.sql.session.timeZone",
-    "spark.sql.adaptive.enabled",
-    "spark.sql.adaptive.coalescePartitions.enabled",
-    "spark.sql.execution.arrow.pyspark.enabled",
-)
-
 
 # ---------------------------------------------------------------------------------------------
 # tiny inputs
@@ -147,20 +138,6 @@ def snapshot(root: Path) -> dict[str, bytes | None]:
 
 def run_dates(root: Path) -> set[str]:
     return {p.name for p in root.glob("*/run_date=*")}
-
-
-@contextlib.contextmanager
-def kept_sql_conf(spark):
-    """The job sets runtime SQL options on the reused session; put the fixture's back."""
-    saved = {key: spark.conf.get(key, None) for key in _SQL_KEYS}
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,6 @@ inspect what they left behind.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import pyspark
 import pytest
+from conftest import kept_sql_conf
 
 from receval_spark.cli import main
 
@@ -65,13 +65,6 @@ PER_USER_TYPES = [
     ("k", "int"),
     ("value", "double"),
 ]
-_SQL_KEYS = (
-    "spark.sql.shuffle.partitions",
-    "spark.sql.session.timeZone",
-    "spark.sql.adaptive.enabled",
-    "spark.sql.adaptive.coalescePartitions.enabled",
-    "spark.sql.execution.arrow.pyspark.enabled",
-)
 
 
 def job_env() -> dict[str, str]:
@@ -143,19 +136,6 @@ def has_types(df, expected: list[tuple[str, str]]) -> None:
     assert [(name, actual[name]) for name, _ in expected] == expected
     order = [df.columns.index(name) for name, _ in expected]
     assert order == sorted(order), df.columns
-
-
-@contextlib.contextmanager
-def kept_sql_conf(spark):
-    saved = {key: spark.conf.get(key, None) for key in _SQL_KEYS}
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 @dataclass

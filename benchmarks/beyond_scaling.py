@@ -16,6 +16,7 @@ import statistics
 import time
 from pathlib import Path
 
+from common import bench_session
 from generate import generate
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -98,14 +99,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path("/tmp/receval-bench"))
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
-    spark = (
-        SparkSession.builder.master(args.master)
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.sql.adaptive.enabled", "true")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.memory", "6g")
-        .getOrCreate()
-    )
+    spark = bench_session(args.master)
     results = {}
     for scale in (1, 2, 4):
         folder = args.data / f"beyond-{args.base_users}x{scale}"

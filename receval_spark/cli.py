@@ -72,7 +72,18 @@ def evaluate(config_path: str, overrides: tuple[str, ...]) -> int:
     )
     for row in sorted(evaluation.metrics, key=lambda r: (r.model, r.metric, r.k or 0)):
         if row.segment == "all" and row.metric in HEADLINE_METRICS:
-            click.echo(f"  {row.model:<16} {row.metric + '@' + str(row.k):<14} {row.value:.4f}")
+            click.echo(
+                f"  {row.model:<16} {row.metric + '@' + str(row.k):<14} {row.value:.4f}"
+                f"{_interval(row.ci_low, row.ci_high)}"
+            )
+    headline = [
+        c for c in evaluation.comparisons if c.segment == "all" and c.metric in HEADLINE_METRICS
+    ]
+    for c in sorted(headline, key=lambda c: (c.model, c.metric, c.k or 0)):
+        click.echo(
+            f"  {c.model + ' - ' + c.baseline:<28} {c.metric + '@' + str(c.k):<14} "
+            f"{c.mean_diff:+.4f}{_interval(c.ci_low, c.ci_high)}  p_holm {_p(c.p_holm)}"
+        )
     for warning in evaluation.warnings:
         click.echo(f"warning: {warning}", err=True)
     failed = [c for c in evaluation.checks if not c.passed]
@@ -115,3 +126,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    return "" if low is None or high is None else f" [{low:.4f}, {high:.4f}]"
+
+
+def _p(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2g}"

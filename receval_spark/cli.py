@@ -1,4 +1,4 @@
-"""Command line: ``receval evaluate --config FILE [--set KEY=VALUE ...]``.
+"""Command line: ``receval evaluate|sessions --config FILE [--set KEY=VALUE ...]``.
 
 Exit status: 0 success; 2 bad configuration or input (one message naming the key or column
 and the fix, nothing written); 1 any other failure, including a failed sanity check (the run
@@ -11,11 +11,12 @@ import datetime as dt
 import sys
 import traceback
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import click
 
-from receval_spark.config import load_config
+from receval_spark.config import SessionJobConfig, load_config
 from receval_spark.errors import SetupError, UserError
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
@@ -37,23 +38,22 @@ def cli() -> None:
     """Offline evaluation of recommender systems on Spark."""
 
 
-@cli.command()
-@click.option("--config", "config_path", required=True, help="YAML job configuration.")
-@click.option(
+CONFIG_OPTION = click.option(
+    "--config", "config_path", required=True, help="YAML job configuration."
+)
+SET_OPTION = click.option(
     "--set",
     "overrides",
     multiple=True,
     metavar="KEY=VALUE",
     help="Override a config key (dotted, value parsed as YAML); repeatable.",
 )
-def evaluate(config_path: str, overrides: tuple[str, ...]) -> int:
-    """Split, score every configured model and write the reports for run.date."""
-    config = load_config(config_path, overrides)
-    from pyspark.sql import (
-        SparkSession,  # imported late: --help and config errors stay fast
-    )
 
-    from receval_spark.pipeline import run_job
+
+def _run(config: Any, runner: Callable[..., Any]) -> tuple[Any, str, dt.date]:
+    """Start (or reuse) Spark, run ``runner`` for the config's run date, stop what we started."""
+    from pyspark.sql import SparkSession  # imported late: --help and config errors stay fast
+
     from receval_spark.session import build_session
 
     started = utc_now()
@@ -62,10 +62,32 @@ def evaluate(config_path: str, overrides: tuple[str, ...]) -> int:
     owns_session = SparkSession.getActiveSession() is None
     spark = build_session(config.spark, app_name=f"receval:{config.run.name}")
     try:
-        evaluation = run_job(spark, config, run_id=run_id, run_date=run_date, clock=utc_now)
+        result = runner(spark, config, run_id=run_id, run_date=run_date, clock=utc_now)
     finally:
         if owns_session:
             spark.stop()
+    return result, run_id, run_date
+
+
+def _finish(evaluation: Any) -> int:
+    """Print warnings and failed checks; the exit status."""
+    for warning in evaluation.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    failed = [c for c in evaluation.checks if not c.passed]
+    for check in failed:
+        click.echo(f"error: check {check.name} failed: {check.detail}", err=True)
+    return EXIT_FAILURE if failed else EXIT_OK
+
+
+@cli.command()
+@CONFIG_OPTION
+@SET_OPTION
+def evaluate(config_path: str, overrides: tuple[str, ...]) -> int:
+    """Split, score every configured model and write the reports for run.date."""
+    config = load_config(config_path, overrides)
+    from receval_spark.pipeline import run_job
+
+    evaluation, run_id, run_date = _run(config, run_job)
     click.echo(
         f"run {run_id} ({run_date}): {evaluation.n_users_evaluated} users evaluated; "
         f"reports in {config.output.path}"
@@ -84,12 +106,33 @@ def evaluate(config_path: str, overrides: tuple[str, ...]) -> int:
             f"  {c.model + ' - ' + c.baseline:<28} {c.metric + '@' + str(c.k):<14} "
             f"{c.mean_diff:+.4f}{_interval(c.ci_low, c.ci_high)}  p_holm {_p(c.p_holm)}"
         )
-    for warning in evaluation.warnings:
-        click.echo(f"warning: {warning}", err=True)
-    failed = [c for c in evaluation.checks if not c.passed]
-    for check in failed:
-        click.echo(f"error: check {check.name} failed: {check.detail}", err=True)
-    return EXIT_FAILURE if failed else EXIT_OK
+    return _finish(evaluation)
+
+
+@cli.command()
+@CONFIG_OPTION
+@SET_OPTION
+def sessions(config_path: str, overrides: tuple[str, ...]) -> int:
+    """Session-based next-item protocol: preprocess, split, predict every next click."""
+    config = load_config(config_path, overrides, schema=SessionJobConfig)
+    from receval_spark.session_pipeline import run_sessions
+
+    evaluation, run_id, run_date = _run(config, run_sessions)
+    click.echo(
+        f"run {run_id} ({run_date}): {evaluation.n_events} prediction events; "
+        f"reports in {config.output.path}"
+    )
+    for row in sorted(evaluation.metrics, key=lambda r: (r.model, r.metric, r.k or 0)):
+        click.echo(f"  {row.model:<16} {row.metric + '@' + str(row.k):<20} {100 * row.value:6.2f}%")
+    return _finish(evaluation)
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    return "" if low is None or high is None else f" [{low:.4f}, {high:.4f}]"
+
+
+def _p(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2g}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -126,11 +169,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def _interval(low: float | None, high: float | None) -> str:
-    return "" if low is None or high is None else f" [{low:.4f}, {high:.4f}]"
-
-
-def _p(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2g}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, TypeVar, get_args
 from urllib.parse import urlparse
 
 import yaml
@@ -326,14 +326,164 @@ class JobConfig(_Strict):
         return self
 
 
+# --- the session-based next-item protocol (DESIGN §8) ---------------------------------------
+
+
+class ClickColumns(_Strict):
+    session: str = "session_id"
+    item: str = "item_id"
+    time: str = "time"  # epoch seconds (float allowed), epoch ms (time_unit: ms), timestamp or date
+    order: str | None = None  # orders clicks of equal time within a session (Diginetica timeframe)
+
+
+class ClicksSource(_FileSource):
+    columns: ClickColumns = Field(default_factory=ClickColumns)
+    time_unit: Literal["s", "ms"] = "s"
+
+
+class SessionData(_Strict):
+    """Either one raw click log (``clicks``, preprocessed and split by the job) or an already
+    preprocessed and split pair (``train`` and ``test``, evaluated as given)."""
+
+    clicks: ClicksSource | None = None
+    train: ClicksSource | None = None
+    test: ClicksSource | None = None
+
+    @model_validator(mode="after")
+    def _one_layout(self) -> SessionData:
+        if (self.clicks is None) == (self.train is None or self.test is None):
+            raise ValueError("give data.clicks, or data.train and data.test (not both)")
+        if self.clicks is not None and (self.train is not None or self.test is not None):
+            raise ValueError("give data.clicks, or data.train and data.test (not both)")
+        return self
+
+
+class SessionPreprocessing(_Strict):
+    """Standard preprocessing of a raw click log, each step's counts recorded (DESIGN §8)."""
+
+    min_session_length: int = Field(default=2, ge=1)
+    min_item_support: int = Field(default=5, ge=1)
+    repeat_until_stable: bool = True
+    test_days: float | None = Field(
+        default=1.0, gt=0
+    )  # test = sessions starting in the last N days
+    cutoff: Timepoint | None = None  # or: test = sessions starting at or after this time
+    recent_fraction: float | None = Field(default=None, gt=0, le=1)  # Yoochoose 1/64: 0.015625
+
+    @model_validator(mode="after")
+    def _one_split(self) -> SessionPreprocessing:
+        if self.cutoff is not None and "test_days" in self.model_fields_set:
+            raise ValueError("preprocessing: give test_days or cutoff, not both")
+        return self
+
+
+SessionMetric = Literal["recall", "mrr", "coverage", "popularity_bias"]
+
+
+class SessionEvaluation(_Strict):
+    k: list[Annotated[int, Field(ge=1, le=1000)]] = Field(default_factory=lambda: [5, 10, 20])
+    metrics: list[SessionMetric] = Field(default_factory=lambda: list(get_args(SessionMetric)))
+
+    @field_validator("k")
+    @classmethod
+    def _sorted_unique(cls, ks: list[int]) -> list[int]:
+        if not ks:
+            raise ValueError("evaluation.k needs at least one cut-off")
+        return sorted(set(ks))
+
+
+class PopSessionModel(_Strict):
+    """POP: items by train clicks, ties by item id; the same list for every prediction."""
+
+    name: str
+    kind: Literal["pop"]
+
+
+class SessionPopModel(_Strict):
+    """S-POP: items of the current prefix by their clicks in it, ties by train clicks and item
+    id; then POP for the remaining slots."""
+
+    name: str
+    kind: Literal["s-pop"]
+
+
+class ItemKnnSessionModel(_Strict):
+    """Item-KNN: items by cosine of session co-occurrence with the prefix's last item,
+    |S_i ∩ S_j| / sqrt(|S_i| |S_j|) over train sessions; ties by item id."""
+
+    name: str
+    kind: Literal["item-knn"]
+    neighbours: int = Field(default=100, ge=1)
+
+
+class MarkovSessionModel(_Strict):
+    """First-order Markov: items by the number of train transitions from the last item to
+    them; ties by item id."""
+
+    name: str
+    kind: Literal["markov"]
+
+
+class SessionPredictionColumns(_Strict):
+    session: str = "session_id"
+    position: str = "position"  # prefix length i: the prediction of click i + 1
+    item: str = "item_id"
+    score: str = "score"
+
+
+class ExternalSessionModel(_FileSource):
+    """Predictions made elsewhere, one row per (session, prefix length, item) with a score."""
+
+    name: str
+    kind: Literal["external"]
+    columns: SessionPredictionColumns = Field(default_factory=SessionPredictionColumns)
+
+
+SessionModelConfig = Annotated[
+    PopSessionModel
+    | SessionPopModel
+    | ItemKnnSessionModel
+    | MarkovSessionModel
+    | ExternalSessionModel,
+    Field(discriminator="kind"),
+]
+
+
+class SessionJobConfig(_Strict):
+    run: RunConfig = Field(default_factory=RunConfig)
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+    output: OutputConfig = Field(default_factory=OutputConfig)
+    data: SessionData
+    preprocessing: SessionPreprocessing = Field(default_factory=SessionPreprocessing)
+    evaluation: SessionEvaluation = Field(default_factory=SessionEvaluation)
+    models: list[SessionModelConfig]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SessionJobConfig:
+        names = [m.name for m in self.models]
+        if not names:
+            raise ValueError("models: configure at least one model")
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        if duplicated:
+            raise ValueError(f"models: model names must be unique, repeated: {duplicated}")
+        return self
+
+
+_Config = TypeVar("_Config", JobConfig, SessionJobConfig)
+
 _PATH_KEYS: tuple[tuple[str, ...], ...] = (
     ("output", "path"),
     ("data", "interactions", "path"),
     ("data", "items", "path"),
+    ("data", "clicks", "path"),
+    ("data", "train", "path"),
+    ("data", "test", "path"),
 )
 
 
-def load_config(path: str | Path, overrides: Sequence[str] = ()) -> JobConfig:
+def load_config(
+    path: str | Path, overrides: Sequence[str] = (), *, schema: type[_Config] = JobConfig
+) -> _Config:
     """Read a YAML config, apply ``KEY=VALUE`` overrides, resolve paths and validate.
 
     Relative paths written in the file resolve against the file's folder; relative paths
@@ -354,15 +504,15 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> JobConfig:
     for override in overrides:
         _apply_override(raw, override)
     _resolve_paths(raw, base=Path.cwd())
-    config = validate_config(raw)
+    config = validate_config(raw, schema=schema)
     _check_input_paths(config)
     return config
 
 
-def validate_config(raw: dict[str, Any]) -> JobConfig:
-    """Validate a raw mapping into a JobConfig, naming the offending key on failure."""
+def validate_config(raw: dict[str, Any], *, schema: type[_Config] = JobConfig) -> _Config:
+    """Validate a raw mapping into a JobConfig (or ``schema``), naming the offending key."""
     try:
-        return JobConfig.model_validate(raw)
+        return schema.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(_describe(exc)) from exc
 
@@ -405,6 +555,10 @@ def _is_union_tag(part: object) -> bool:
         "random",
         "oracle",
         "external",
+        "pop",
+        "s-pop",
+        "item-knn",
+        "markov",
     }
 
 
@@ -473,14 +627,20 @@ def _resolve_paths(raw: dict[str, Any], *, base: Path) -> None:
         fix(model, "path")
 
 
-def _check_input_paths(config: JobConfig) -> None:
-    sources: list[tuple[str, str]] = [("data.interactions.path", config.data.interactions.path)]
-    if config.data.items is not None:
-        sources.append(("data.items.path", config.data.items.path))
+def _check_input_paths(config: JobConfig | SessionJobConfig) -> None:
+    data = config.data
+    named = (
+        ("interactions", "items") if isinstance(config, JobConfig) else ("clicks", "train", "test")
+    )
+    sources: list[tuple[str, str]] = [
+        (f"data.{name}.path", getattr(data, name).path)
+        for name in named
+        if getattr(data, name) is not None
+    ]
     sources += [
         (f"models.{i}.path ({m.name})", m.path)
         for i, m in enumerate(config.models)
-        if isinstance(m, ExternalModel)
+        if isinstance(m, ExternalModel | ExternalSessionModel)
     ]
     for key, path in sources:
         if _is_local(path) and not _local_path(path).exists():

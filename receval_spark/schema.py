@@ -13,7 +13,13 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from receval_spark.config import InteractionColumns, ItemColumns, RecommendationColumns
+from receval_spark.config import (
+    ClickColumns,
+    InteractionColumns,
+    ItemColumns,
+    RecommendationColumns,
+    SessionPredictionColumns,
+)
 from receval_spark.errors import InputError
 
 USER = "user_id"
@@ -23,6 +29,10 @@ RATING = "rating"
 SCORE = "score"
 RANK = "rank"
 GRADE = "grade"
+SESSION = "session_id"
+POSITION = "position"
+TARGET = "target_id"
+ORDER = "order"
 
 _ID_TYPES = (T.IntegerType, T.LongType, T.ShortType, T.ByteType, T.StringType)
 
@@ -115,6 +125,95 @@ def validate_interactions(
         raise InputError(f"{source}: the table has no rows; point {source}.path at the real log.")
     _raise_on_counts(counts, source=source, fix="clean or drop those rows before evaluating")
     return counts["__rows"]
+
+
+def canonical_clicks(
+    raw: DataFrame, *, columns: ClickColumns, time_unit: str, source: str
+) -> DataFrame:
+    """Select and rename the mapped columns to session_id, item_id, timestamp, order.
+
+    Times as for interactions (epoch s or ms, date, timestamp, ISO string); ``order`` (e.g.
+    Diginetica's timeframe) orders clicks of equal time and is null when unmapped.
+    """
+    require_columns(raw, columns.model_dump(), source=source)
+    for role in ("session", "item"):
+        name = getattr(columns, role)
+        if not isinstance(raw.schema[name].dataType, _ID_TYPES):
+            raise InputError(
+                f"{source}: column {name!r} ({role} id) has type "
+                f"{raw.schema[name].dataType.simpleString()}; ids must be integers or strings."
+            )
+    timestamp = _to_timestamp(
+        F.col(columns.time),
+        raw.schema[columns.time].dataType,
+        time_unit,
+        source=source,
+        name=columns.time,
+    )
+    order = F.col(columns.order).cast("double") if columns.order else F.lit(None).cast("double")
+    return raw.select(
+        F.col(columns.session).alias(SESSION),
+        F.col(columns.item).alias(ITEM),
+        timestamp.alias(TIMESTAMP),
+        order.alias(ORDER),
+    )
+
+
+def validate_clicks(clicks: DataFrame, *, columns: ClickColumns, source: str) -> int:
+    """Check canonical clicks in one pass and return their row count: no rows, null session
+    or item ids, null or unparseable times, non-numeric order values are errors."""
+    checks: dict[str, Column] = {
+        f"{columns.session} (session id) has null values": F.col(SESSION).isNull(),
+        f"{columns.item} (item id) has null values": F.col(ITEM).isNull(),
+        f"{columns.time} (time) has null or unparseable values": F.col(TIMESTAMP).isNull(),
+    }
+    if columns.order:
+        checks[f"{columns.order} (order) has null, NaN or infinite values"] = _not_finite(ORDER)
+    counts = _count_where(clicks, checks)
+    if counts["__rows"] == 0:
+        raise InputError(f"{source}: the table has no rows; point {source}.path at the click log.")
+    _raise_on_counts(counts, source=source, fix="clean or drop those rows before evaluating")
+    return counts["__rows"]
+
+
+def canonical_session_predictions(
+    raw: DataFrame,
+    *,
+    columns: SessionPredictionColumns,
+    session_type: T.DataType,
+    item_type: T.DataType,
+    source: str,
+) -> DataFrame:
+    """Map and check an external session model's table: (session_id, position, item_id,
+    score). Errors: null or mistyped ids or positions, null/NaN/infinite scores, two rows for
+    one (session, position, item)."""
+    require_columns(raw, columns.model_dump(), source=source)
+    mapped = raw.select(
+        F.col(columns.session).cast(session_type).alias(SESSION),
+        F.col(columns.position).cast("int").alias(POSITION),
+        F.col(columns.item).cast(item_type).alias(ITEM),
+        F.col(columns.score).cast("double").alias(SCORE),
+    )
+    counts = _count_where(
+        mapped,
+        {
+            f"{columns.session} (session id) is null or not of the clicks' id type": F.col(
+                SESSION
+            ).isNull(),
+            f"{columns.position} (prefix length) is null or not an integer": F.col(
+                POSITION
+            ).isNull(),
+            f"{columns.item} (item id) is null or not of the clicks' id type": F.col(ITEM).isNull(),
+            f"{columns.score} has null, NaN or infinite values": _not_finite(SCORE),
+        },
+    )
+    _raise_on_counts(counts, source=source, fix="fix the model's output before evaluating it")
+    keys = [SESSION, POSITION, ITEM]
+    if mapped.groupBy(*keys).count().filter(F.col("count") > 1).limit(1).count():
+        raise InputError(
+            f"{source}: more than one row for the same (session, position, item); keep one."
+        )
+    return mapped
 
 
 def canonical_recommendations(

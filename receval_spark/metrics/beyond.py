@@ -456,7 +456,7 @@ def bootstrap_list_counts(
 def group_statistics(
     blocks: DataFrame,
     counts: DataFrame,
-    inputs: BeyondInputs,
+    totals: DataFrame,
     *,
     by: Sequence[str],
     metrics: Sequence[str],
@@ -467,10 +467,10 @@ def group_statistics(
     frames = []
     wanted = [m for m in ("coverage", "gini", "entropy") if m in metrics]
     if wanted:
-        distribution = exposure_distribution(blocks, inputs.totals, by=by)
+        distribution = exposure_distribution(blocks, totals, by=by)
         frames += [(m, distribution.select(*by, F.col(m).alias("value"))) for m in wanted]
     if "popularity_bias" in metrics:
-        bias = popularity_bias(blocks, inputs.totals, by=by)
+        bias = popularity_bias(blocks, totals, by=by)
         frames.append(
             ("popularity_bias", bias.select(*by, F.col("popularity_bias").alias("value")))
         )
@@ -510,7 +510,7 @@ def bootstrap_std(
             by=[*by, "replicate"],
         ).persist(),
         bootstrap_list_counts(lists, by=by, samples=samples, seed=seed),
-        inputs,
+        inputs.totals,
         by=[*by, "replicate"],
         metrics=wanted,
     )
@@ -540,7 +540,7 @@ def group_beyond(
     scalar = group_statistics(
         exposure_blocks(item_exposure(lists, inputs.catalogue, by=by), by=by).persist(),
         list_counts(lists, by=by),
-        inputs,
+        inputs.totals,
         by=by,
         metrics=metrics,
     )

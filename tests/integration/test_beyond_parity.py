@@ -276,6 +276,7 @@ def ml100k_run(spark, ml100k: Path, genres: list[str], external_path: Path):
             "filter_seen": True,
             "baseline": "popularity",
             "segments": [],
+            "bootstrap_samples": 0,  # bootstrap spreads: tests/unit/test_beyond.py
             "metrics": BEYOND,
             "embeddings": {"source": "none"},
             "personalization_pairs": PAIRS,
@@ -465,6 +466,7 @@ def small_run(spark, small: Path, small_external_path: Path):
             "k": list(SMALL_KS),
             "baseline": "popularity",
             "segments": [],
+            "bootstrap_samples": 0,  # bootstrap spreads: tests/unit/test_beyond.py
             "metrics": BEYOND,
             "embeddings": {"source": "none"},
             "personalization_pairs": SMALL_PAIRS,

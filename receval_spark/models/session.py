@@ -1,0 +1,141 @@
+"""Session-based next-item baselines (DESIGN §8), trained on the train sessions in Spark.
+
+Every model turns prediction events (session_id, position, item_id = the prefix's last item,
+target_id) into ranked lists (session_id, position, item_id, rank) with rank 1..k. Ties are
+broken by item id ascending, so lists do not depend on partitioning.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from receval_spark.schema import ITEM, POSITION, RANK, SCORE, SESSION
+
+EVENT = [SESSION, POSITION]
+
+
+def item_clicks(train: DataFrame) -> DataFrame:
+    """(item_id, clicks, pop_rank): train clicks per item, ranked by clicks desc, item id asc."""
+    order = Window.orderBy(F.col("clicks").desc(), F.col(ITEM).asc())
+    return (
+        train.groupBy(ITEM)
+        .agg(F.count(F.lit(1)).alias("clicks"))
+        .withColumn("pop_rank", F.row_number().over(order))
+    )
+
+
+def rank_per_event(candidates: DataFrame, *order: Column, k: int) -> DataFrame:
+    """(session_id, position, item_id, rank): the first k candidates of each event in
+    ``order``, then item id ascending."""
+    window = Window.partitionBy(*EVENT).orderBy(*order, F.col(ITEM).asc())
+    return candidates.select(*EVENT, ITEM, F.row_number().over(window).alias(RANK)).filter(
+        F.col(RANK) <= k
+    )
+
+
+def pop_lists(events: DataFrame, train: DataFrame, *, k: int) -> DataFrame:
+    """POP: the k items with the most train clicks, for every event."""
+    top = item_clicks(train).filter(F.col("pop_rank") <= k)
+    return (
+        events.select(*EVENT)
+        .crossJoin(F.broadcast(top))
+        .select(*EVENT, ITEM, F.col("pop_rank").alias(RANK))
+    )
+
+
+def s_pop_lists(events: DataFrame, test: DataFrame, train: DataFrame, *, k: int) -> DataFrame:
+    """S-POP: the prefix's items by their clicks in the prefix (ties by train clicks), then
+    POP's items not in the prefix.
+
+    The prefix of event i is read from the session's item occurrence positions (one row per
+    distinct item of the session, positions as an array), so an event costs its prefix's
+    distinct items, never a copy of the prefix. Among the 2k most popular items at least k
+    are outside a prefix of fewer than k items, so they suffice for the fill.
+    """
+    occurrences = test.groupBy(SESSION, ITEM).agg(
+        F.array_sort(F.collect_list(POSITION)).alias("_positions"),
+        F.min(POSITION).alias("_first"),
+    )
+    popularity = item_clicks(train)
+    prefix = (
+        events.select(*EVENT)
+        .join(occurrences, on=SESSION)
+        .filter(F.col("_first") <= F.col(POSITION))
+        .select(
+            *EVENT,
+            ITEM,
+            F.size(F.filter("_positions", lambda p: p <= F.col(POSITION))).alias("_count"),
+        )
+        .join(popularity.select(ITEM, "clicks"), on=ITEM, how="left")
+        .select(*EVENT, ITEM, F.lit(1).alias("_in_prefix"), "_count", "clicks")
+    )
+    fill = (
+        events.select(*EVENT)
+        .crossJoin(F.broadcast(popularity.filter(F.col("pop_rank") <= 2 * k)))
+        .join(prefix.select(*EVENT, ITEM), on=[*EVENT, ITEM], how="left_anti")
+        .select(*EVENT, ITEM, F.lit(0).alias("_in_prefix"), F.lit(0).alias("_count"), "clicks")
+    )
+    return rank_per_event(
+        prefix.unionByName(fill),
+        F.col("_in_prefix").desc(),
+        F.col("_count").desc(),
+        F.coalesce(F.col("clicks"), F.lit(0)).desc(),
+        k=k,
+    )
+
+
+def markov_lists(events: DataFrame, train: DataFrame, *, k: int) -> DataFrame:
+    """First-order Markov: items by the count of train transitions (s_i -> s_{i+1}) from the
+    prefix's last item; events whose last item has no observed successor get no list."""
+    order = Window.partitionBy(SESSION).orderBy(POSITION)
+    transitions = (
+        train.select(ITEM, F.lead(ITEM).over(order).alias("_next"))
+        .filter(F.col("_next").isNotNull())
+        .groupBy(ITEM, "_next")
+        .agg(F.count(F.lit(1)).alias(SCORE))
+    )
+    return _neighbour_lists(events, transitions, k=k)
+
+
+def item_knn_lists(events: DataFrame, train: DataFrame, *, k: int, neighbours: int) -> DataFrame:
+    """Item-KNN: the last item's ``neighbours`` nearest items by the cosine of binary session
+    vectors, |S_i ∩ S_j| / sqrt(|S_i| |S_j|) over train sessions, top k of them."""
+    occurrences = train.select(SESSION, ITEM).distinct()
+    support = occurrences.groupBy(ITEM).agg(F.count(F.lit(1)).alias("_support"))
+    pairs = (
+        occurrences.join(occurrences.withColumnRenamed(ITEM, "_next"), on=SESSION)
+        .filter(F.col(ITEM) != F.col("_next"))
+        .groupBy(ITEM, "_next")
+        .agg(F.count(F.lit(1)).alias("_both"))
+    )
+    similarity = (
+        pairs.join(support, on=ITEM)
+        .join(
+            support.withColumnRenamed(ITEM, "_next").withColumnRenamed("_support", "_s2"),
+            on="_next",
+        )
+        .select(
+            ITEM,
+            "_next",
+            (F.col("_both") / F.sqrt(F.col("_support") * F.col("_s2"))).alias(SCORE),
+        )
+    )
+    return _neighbour_lists(events, similarity, k=min(k, neighbours))
+
+
+def external_lists(events: DataFrame, predictions: DataFrame, *, k: int) -> DataFrame:
+    """Predictions (session_id, position, item_id, score) ranked per event by score."""
+    known = predictions.join(events.select(*EVENT), on=EVENT, how="left_semi")
+    return rank_per_event(known, F.col(SCORE).desc(), k=k)
+
+
+def _neighbour_lists(events: DataFrame, neighbours: DataFrame, *, k: int) -> DataFrame:
+    """Events joined with the top k (item_id -> _next, score) rows of their last item."""
+    order = Window.partitionBy(ITEM).orderBy(F.col(SCORE).desc(), F.col("_next").asc())
+    top = neighbours.withColumn(RANK, F.row_number().over(order)).filter(F.col(RANK) <= k)
+    return (
+        events.select(*EVENT, ITEM)
+        .join(top, on=ITEM)
+        .select(*EVENT, F.col("_next").alias(ITEM), RANK)
+    )

@@ -1,0 +1,217 @@
+"""Session data (DESIGN §8): standard preprocessing with recorded counts, the time split, and
+the expansion of test sessions into prediction events.
+
+The iterative filters checkpoint each round's clicks (``localCheckpoint``): without it every
+round would nest the previous rounds' plans and the query plan grows until the driver fails.
+
+Clicks are canonical ``(session_id, item_id, timestamp, order)``; within a session they are
+ordered by (timestamp, order, item_id), the item id only breaking exact ties.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from receval_spark.config import SessionPreprocessing
+from receval_spark.errors import InputError
+from receval_spark.schema import ITEM, ORDER, POSITION, SESSION, TARGET, TIMESTAMP
+from receval_spark.split import iso
+
+MAX_FILTER_ROUNDS = 20
+
+
+@dataclass(frozen=True)
+class SessionSplit:
+    """Train and test clicks with 1-based ``position`` per session, and the recorded steps:
+    one dict per step with its clicks, sessions and items after the step."""
+
+    train: DataFrame
+    test: DataFrame
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def sequence_clicks(clicks: DataFrame) -> DataFrame:
+    """The clicks with ``position`` 1..n in session order (timestamp, order, item id)."""
+    order = Window.partitionBy(SESSION).orderBy(
+        F.col(TIMESTAMP).asc(), F.col(ORDER).asc_nulls_first(), F.col(ITEM).asc()
+    )
+    return clicks.withColumn(POSITION, F.row_number().over(order))
+
+
+def click_counts(clicks: DataFrame) -> dict[str, int]:
+    """{clicks, sessions, items} of a click table (one small aggregate)."""
+    row = clicks.agg(
+        F.count(F.lit(1)).alias("clicks"),
+        F.countDistinct(SESSION).alias("sessions"),
+        F.countDistinct(ITEM).alias("items"),
+    ).collect()[0]
+    return {name: int(row[name]) for name in ("clicks", "sessions", "items")}
+
+
+def drop_short_sessions(clicks: DataFrame, *, min_length: int) -> DataFrame:
+    """Clicks of sessions with at least ``min_length`` clicks."""
+    length = F.count(F.lit(1)).over(Window.partitionBy(SESSION))
+    return clicks.withColumn("_n", length).filter(F.col("_n") >= min_length).drop("_n")
+
+
+def drop_rare_items(clicks: DataFrame, *, min_support: int) -> DataFrame:
+    """Clicks on items with at least ``min_support`` clicks."""
+    support = F.count(F.lit(1)).over(Window.partitionBy(ITEM))
+    return clicks.withColumn("_n", support).filter(F.col("_n") >= min_support).drop("_n")
+
+
+def session_starts(clicks: DataFrame) -> DataFrame:
+    """(session_id, start): the time of each session's first click."""
+    return clicks.groupBy(SESSION).agg(F.min(TIMESTAMP).alias("start"))
+
+
+def preprocess_sessions(clicks: DataFrame, config: SessionPreprocessing) -> SessionSplit:
+    """The standard protocol on a raw click log, counting clicks/sessions/items after each step.
+
+    1. drop sessions shorter than ``min_session_length``, then items with fewer than
+       ``min_item_support`` clicks; repeated until a round removes nothing
+       (``repeat_until_stable``), else once followed by the session filter again (GRU4Rec);
+    2. split by session start: test = sessions starting at or after ``cutoff``, or after the
+       last click minus ``test_days`` (the last N days); train = the others;
+    3. optionally keep only the most recent ``recent_fraction`` of train sessions (by start);
+    4. drop test clicks on items absent from train, then test sessions left shorter than 2.
+    Raises InputError when train or test ends up empty.
+    """
+    steps = [{"step": "input", **click_counts(clicks)}]
+    current = clicks
+    for round_ in range(1, MAX_FILTER_ROUNDS + 1):
+        before = steps[-1]["clicks"]
+        current = drop_short_sessions(
+            current, min_length=config.min_session_length
+        ).localCheckpoint()
+        steps.append(
+            {
+                "step": f"drop sessions shorter than {config.min_session_length}",
+                "round": round_,
+                **click_counts(current),
+            }
+        )
+        current = drop_rare_items(current, min_support=config.min_item_support).localCheckpoint()
+        steps.append(
+            {
+                "step": f"drop items with fewer than {config.min_item_support} clicks",
+                "round": round_,
+                **click_counts(current),
+            }
+        )
+        if not config.repeat_until_stable or steps[-1]["clicks"] == before:
+            break
+    if not config.repeat_until_stable:
+        current = drop_short_sessions(
+            current, min_length=config.min_session_length
+        ).localCheckpoint()
+        steps.append(
+            {"step": "drop sessions left shorter than the minimum", **click_counts(current)}
+        )
+
+    cut = _cut(current, config)
+    starts = session_starts(current)
+    # a cutoff starts the test period; "the last N days" are those after last click - N days
+    is_test = F.col("start") >= F.lit(cut) if config.cutoff else F.col("start") > F.lit(cut)
+    labelled = current.join(starts, on=SESSION)
+    train = labelled.filter(~is_test).drop("start")
+    test = labelled.filter(is_test).drop("start")
+    if config.recent_fraction is not None:
+        train = most_recent_sessions(train, fraction=config.recent_fraction)
+        steps.append(
+            {
+                "step": f"keep the most recent {config.recent_fraction:g} of train sessions",
+                "part": "train",
+                **click_counts(train),
+            }
+        )
+    train = train.localCheckpoint()
+    steps.append({"step": "time split", "part": "train", **click_counts(train)})
+    steps.append({"step": "time split", "part": "test", **click_counts(test)})
+    test = test.join(train.select(ITEM).distinct(), on=ITEM, how="left_semi")
+    steps.append(
+        {"step": "drop test clicks on items not in train", "part": "test", **click_counts(test)}
+    )
+    test = drop_short_sessions(test, min_length=2).localCheckpoint()
+    steps.append(
+        {"step": "drop test sessions shorter than 2", "part": "test", **click_counts(test)}
+    )
+    train_counts = next(s for s in reversed(steps) if s.get("part") == "train")
+    for part, counts in (("train", train_counts), ("test", steps[-1])):
+        if counts["clicks"] == 0:
+            raise InputError(
+                f"preprocessing: the {part} part is empty after the time split at {iso(cut)}; "
+                "change preprocessing.test_days or preprocessing.cutoff."
+            )
+    return SessionSplit(
+        train=sequence_clicks(train),
+        test=sequence_clicks(test),
+        steps=steps,
+        params={"cut": iso(cut), **config.model_dump(mode="json")},
+    )
+
+
+def as_given(train: DataFrame, test: DataFrame) -> SessionSplit:
+    """An already preprocessed and split pair, evaluated without re-filtering."""
+    steps = [
+        {"step": "as given", "part": "train", **click_counts(train)},
+        {"step": "as given", "part": "test", **click_counts(test)},
+    ]
+    for part, counts in zip(("train", "test"), steps, strict=True):
+        if counts["clicks"] == 0:
+            raise InputError(f"data.{part}: the table has no rows.")
+    return SessionSplit(
+        train=sequence_clicks(train),
+        test=sequence_clicks(test),
+        steps=steps,
+        params={"preprocessing": "none (data.train and data.test as given)"},
+    )
+
+
+def most_recent_sessions(train: DataFrame, *, fraction: float) -> DataFrame:
+    """Clicks of the ceil(fraction · N) train sessions with the latest start (ties by id)."""
+    starts = session_starts(train)
+    order = Window.orderBy(F.col("start").desc(), F.col(SESSION).desc())
+    ranked = starts.withColumn("_rank", F.row_number().over(order))
+    total = starts.agg(F.count(F.lit(1)).alias("_total"))
+    keep = ranked.crossJoin(total).filter(
+        F.col("_rank") <= F.ceil(F.col("_total") * F.lit(fraction))
+    )
+    return train.join(keep.select(SESSION), on=SESSION, how="left_semi")
+
+
+def prediction_events(test: DataFrame) -> DataFrame:
+    """(session_id, position i, item_id = s_i, target_id = s_{i+1}) for i = 1..n-1.
+
+    Only the prefix's last item is materialised, so n clicks give n - 1 rows (no prefix
+    copies); models needing the whole prefix join the session's clicks with position <= i.
+    """
+    order = Window.partitionBy(SESSION).orderBy(POSITION)
+    return test.select(SESSION, POSITION, ITEM, F.lead(ITEM).over(order).alias(TARGET)).filter(
+        F.col(TARGET).isNotNull()
+    )
+
+
+def _cut(clicks: DataFrame, config: SessionPreprocessing) -> dt.datetime:
+    if config.cutoff is not None:
+        cutoff = config.cutoff
+        if isinstance(cutoff, float | int):
+            return dt.datetime.fromtimestamp(cutoff, dt.UTC)
+        if isinstance(cutoff, dt.datetime):
+            return cutoff if cutoff.tzinfo else cutoff.replace(tzinfo=dt.UTC)
+        return dt.datetime.combine(cutoff, dt.time(), dt.UTC)
+    last = clicks.agg(F.max(F.unix_micros(TIMESTAMP)).alias("m")).collect()[0]["m"]
+    if last is None:
+        raise InputError(
+            "preprocessing: no clicks are left after filtering; lower "
+            "preprocessing.min_item_support or min_session_length."
+        )
+    seconds = math.floor(last / 1_000_000)
+    return dt.datetime.fromtimestamp(seconds, dt.UTC) - dt.timedelta(days=config.test_days)

@@ -123,7 +123,9 @@ def sessions(config_path: str, overrides: tuple[str, ...]) -> int:
         f"reports in {config.output.path}"
     )
     for row in sorted(evaluation.metrics, key=lambda r: (r.model, r.metric, r.k or 0)):
-        click.echo(f"  {row.model:<16} {row.metric + '@' + str(row.k):<20} {100 * row.value:6.2f}%")
+        percent = row.metric in ("recall", "mrr")  # as the papers' tables
+        value = f"{100 * row.value:6.2f}%" if percent else f"{row.value:.4f}"
+        click.echo(f"  {row.model:<16} {row.metric + '@' + str(row.k):<20} {value}")
     return _finish(evaluation)
 
 

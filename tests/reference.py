@@ -12,6 +12,7 @@ seconds), optional ``rating``; relevance ``user_id, item_id, grade``; candidates
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -575,3 +576,120 @@ def jaccard_distances(
     ranking = lists_at(lists, k)
     chosen = sampled_pairs(ranking, pairs=pairs, seed=seed, user_kind=user_kind)
     return [jaccard_distance(ranking[u], ranking[v]) for u, v in chosen]
+
+
+# --- session-based next-item protocol (DESIGN §8), plain pandas / Python -----------------
+# Clicks: DataFrame (session_id, item_id, time, order). Session order: (time, order, item_id).
+
+
+def session_sequences(clicks: pd.DataFrame) -> dict[object, list[object]]:
+    """session -> its items in session order."""
+    ordered = clicks.sort_values(["session_id", "time", "order", "item_id"], kind="mergesort")
+    return {s: list(g["item_id"]) for s, g in ordered.groupby("session_id", sort=False)}
+
+
+def counts(clicks: pd.DataFrame) -> dict[str, int]:
+    return {
+        "clicks": len(clicks),
+        "sessions": clicks["session_id"].nunique(),
+        "items": clicks["item_id"].nunique(),
+    }
+
+
+def preprocess_sessions(
+    clicks: pd.DataFrame, *, min_length: int, min_support: int, test_days: float
+) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
+    """Filter sessions and items until stable, split by session start (test: start later than
+    last click - test_days), drop test clicks on unseen items and short test sessions."""
+    steps = [counts(clicks)]
+    while True:
+        before = len(clicks)
+        size = clicks.groupby("session_id")["item_id"].transform("size")
+        clicks = clicks[size >= min_length]
+        steps.append(counts(clicks))
+        support = clicks.groupby("item_id")["item_id"].transform("size")
+        clicks = clicks[support >= min_support]
+        steps.append(counts(clicks))
+        if len(clicks) == before:
+            break
+    cut = clicks["time"].max() - pd.Timedelta(days=test_days)
+    start = clicks.groupby("session_id")["time"].transform("min")
+    train, test = clicks[start <= cut], clicks[start > cut]
+    steps += [counts(train), counts(test)]
+    test = test[test["item_id"].isin(set(train["item_id"]))]
+    steps.append(counts(test))
+    size = test.groupby("session_id")["item_id"].transform("size")
+    test = test[size >= 2]
+    steps.append(counts(test))
+    return train, test, steps
+
+
+def next_item_events(test: dict[object, list[object]]) -> list[tuple[object, int, list, object]]:
+    """(session, i, prefix s_1..s_i, target s_{i+1}) for i = 1..n-1."""
+    return [(s, i, items[:i], items[i]) for s, items in test.items() for i in range(1, len(items))]
+
+
+def _top(scores: Mapping[object, float], k: int) -> list[object]:
+    return [item for item, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]]
+
+
+def session_pop(train: dict[object, list[object]], k: int):
+    clicks: dict[object, int] = {}
+    for items in train.values():
+        for item in items:
+            clicks[item] = clicks.get(item, 0) + 1
+    top = _top(clicks, k)
+    return lambda prefix: top
+
+
+def session_s_pop(train: dict[object, list[object]], k: int):
+    clicks: dict[object, int] = {}
+    for items in train.values():
+        for item in items:
+            clicks[item] = clicks.get(item, 0) + 1
+
+    def predict(prefix):
+        in_prefix = {i: prefix.count(i) for i in set(prefix)}
+        ordered = sorted(in_prefix, key=lambda i: (-in_prefix[i], -clicks.get(i, 0), i))
+        rest = [i for i in sorted(clicks, key=lambda i: (-clicks[i], i)) if i not in in_prefix]
+        return (ordered + rest)[:k]
+
+    return predict
+
+
+def session_markov(train: dict[object, list[object]], k: int):
+    transitions: dict[object, dict[object, int]] = {}
+    for items in train.values():
+        for a, b in itertools.pairwise(items):
+            row = transitions.setdefault(a, {})
+            row[b] = row.get(b, 0) + 1
+    return lambda prefix: _top(transitions.get(prefix[-1], {}), k)
+
+
+def session_item_knn(train: dict[object, list[object]], k: int, neighbours: int):
+    sessions_of: dict[object, set] = {}
+    for s, items in train.items():
+        for item in items:
+            sessions_of.setdefault(item, set()).add(s)
+
+    def predict(prefix):
+        last = prefix[-1]
+        mine = sessions_of.get(last, set())
+        scores = {}
+        for other in {i for s in mine for i in train[s]} - {last}:
+            both = len(mine & sessions_of[other])
+            scores[other] = both / math.sqrt(len(mine) * len(sessions_of[other]))
+        return _top(scores, min(k, neighbours))
+
+    return predict
+
+
+def recall_mrr(events, predict, k: int) -> tuple[float, float]:
+    """Recall@k and MRR@k over the events."""
+    hits, reciprocal = 0, 0.0
+    for _, _, prefix, target in events:
+        ranked = predict(prefix)[:k]
+        if target in ranked:
+            hits += 1
+            reciprocal += 1 / (ranked.index(target) + 1)
+    return hits / len(events), reciprocal / len(events)

@@ -12,6 +12,7 @@ seconds), optional ``rating``; relevance ``user_id, item_id, grade``; candidates
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -648,10 +649,12 @@ def session_s_pop(train: dict[object, list[object]], k: int):
         for item in items:
             clicks[item] = clicks.get(item, 0) + 1
 
+    popular = sorted(clicks, key=lambda i: (-clicks[i], i))
+
     def predict(prefix):
         in_prefix = {i: prefix.count(i) for i in set(prefix)}
         ordered = sorted(in_prefix, key=lambda i: (-in_prefix[i], -clicks.get(i, 0), i))
-        rest = [i for i in sorted(clicks, key=lambda i: (-clicks[i], i)) if i not in in_prefix]
+        rest = [i for i in popular[: k + len(in_prefix)] if i not in in_prefix]
         return (ordered + rest)[:k]
 
     return predict
@@ -672,14 +675,17 @@ def session_item_knn(train: dict[object, list[object]], k: int, neighbours: int)
         for item in items:
             sessions_of.setdefault(item, set()).add(s)
 
-    def predict(prefix):
-        last = prefix[-1]
+    @functools.cache
+    def neighbours_of(last):
         mine = sessions_of.get(last, set())
         scores = {}
         for other in {i for s in mine for i in train[s]} - {last}:
             both = len(mine & sessions_of[other])
             scores[other] = both / math.sqrt(len(mine) * len(sessions_of[other]))
         return _top(scores, min(k, neighbours))
+
+    def predict(prefix):
+        return neighbours_of(prefix[-1])
 
     return predict
 

@@ -1,0 +1,107 @@
+"""``receval sessions`` as a user runs it: a small raw click log through the whole job, the
+reports it writes, and bad input rejected with exit 2 and nothing written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import kept_sql_conf
+
+from receval_spark.cli import main
+
+
+def click_log(path: Path) -> Path:
+    """60 sessions of 4 clicks over items 1..6 on 10 days (the last days are the test part)."""
+    rows = [
+        (s, 1 + (s + j) % 6, f"2024-01-{1 + s // 6:02d}", 1000 * j)
+        for s in range(60)
+        for j in range(4)
+    ]
+    pd.DataFrame(rows, columns=["session_id", "item_id", "eventdate", "timeframe"]).to_csv(
+        path, sep=";", index=False
+    )
+    return path
+
+
+def config(tmp: Path, **changes) -> Path:
+    raw = {
+        "run": {"name": "sessions-cli", "date": "2024-02-01"},
+        "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": 2}},
+        "output": {"path": str(tmp / "reports")},
+        "data": {
+            "clicks": {
+                "path": str(click_log(tmp / "clicks.csv")),
+                "format": "csv",
+                "delimiter": ";",
+                "columns": {
+                    "session": "session_id",
+                    "item": "item_id",
+                    "time": "eventdate",
+                    "order": "timeframe",
+                },
+            }
+        },
+        "preprocessing": {"test_days": 2},
+        "evaluation": {"k": [1, 3]},
+        "models": [{"name": "pop", "kind": "pop"}, {"name": "markov", "kind": "markov"}],
+    }
+    for key, value in changes.items():
+        section, _, name = key.partition("__")
+        raw[section][name] = value
+    path = tmp / "job.yaml"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    return path
+
+
+def test_sessions_command_writes_session_metrics(spark, tmp_path, capsys):
+    with kept_sql_conf(spark):
+        status = main(["sessions", "--config", str(config(tmp_path))])
+
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "prediction events" in out and "%" in out
+    metrics = spark.read.parquet(str(tmp_path / "reports" / "metrics")).collect()
+    assert {r.protocol for r in metrics} == {"session"}
+    assert {(r.model, r.metric, r.k) for r in metrics} >= {
+        ("markov", "recall", 1),
+        ("pop", "mrr", 3),
+        ("pop", "coverage", 3),
+    }
+    # every session is a cycle over the 6 items: the Markov successor is always right
+    markov = {(r.metric, r.k): r.value for r in metrics if r.model == "markov"}
+    assert markov[("recall", 1)] == 1.0 and markov[("mrr", 3)] == 1.0
+    runs = spark.read.parquet(str(tmp_path / "reports" / "runs")).collect()
+    assert [c.name for c in runs[0].checks] == ["prefix_expansion"]
+    assert '"step": "drop test sessions shorter than 2"' in runs[0].split
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"evaluation__k": [0]}, "evaluation.k"),
+        ({"preprocessing__test_days": 400}, "preprocessing"),
+    ],
+)
+def test_sessions_bad_input_exits_2_and_writes_nothing(spark, tmp_path, capsys, change, named):
+    path = config(tmp_path, **change)
+
+    with kept_sql_conf(spark):
+        status = main(["sessions", "--config", str(path)])
+
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert err.startswith("error: ") and named in err
+    assert not (tmp_path / "reports").exists()
+
+
+def test_sessions_unknown_model_kind_is_a_config_error(tmp_path, capsys):
+    path = config(tmp_path)
+    raw = yaml.safe_load(path.read_text())
+    raw["models"].append({"name": "gru", "kind": "gru4rec"})
+    path.write_text(yaml.safe_dump(raw))
+
+    assert main(["sessions", "--config", str(path)]) == 2
+    assert "models.2" in capsys.readouterr().err

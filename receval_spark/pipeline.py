@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
 import platform
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -94,6 +95,9 @@ from receval_spark.stats import (
     wilcoxon_pvalue,
 )
 from receval_spark.topk import rank_candidates
+
+PROPORTIONS = ("coverage", "gini", "personalization")  # bootstrapped statistics in [0, 1]
+UNIT_INTERVAL = (0.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -529,7 +533,8 @@ def _metric_row(row: Any) -> MetricRow:
     a t-interval over n_samples (sampled statistics) or n_users (macro averages)."""
     fields = row.asDict()
     if fields.get("interval") == "bootstrap":
-        low, high = normal_interval(row["value"], row["std"])
+        bounds = UNIT_INTERVAL if row["metric"] in PROPORTIONS else (0.0, math.inf)
+        low, high = normal_interval(row["value"], row["std"], bounds=bounds)
     else:
         n = fields.get("n_samples") or row["n_users"]
         low, high = t_interval(row["value"], row["std"], n)

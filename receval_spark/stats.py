@@ -25,13 +25,18 @@ def t_interval(
 
 
 def normal_interval(
-    value: float | None, std: float | None, *, confidence: float = 0.95
+    value: float | None,
+    std: float | None,
+    *,
+    bounds: tuple[float, float] = (-math.inf, math.inf),
+    confidence: float = 0.95,
 ) -> tuple[float | None, float | None]:
-    """value ± z_{(1+c)/2} · std (a bootstrap standard error); (None, None) without one."""
+    """value ± z_{(1+c)/2} · std (a bootstrap standard error), clipped to the statistic's
+    ``bounds``; (None, None) without a std."""
     if value is None or std is None or math.isnan(std):
         return None, None
     half = float(stats.norm.ppf((1 + confidence) / 2)) * std
-    return value - half, value + half
+    return max(value - half, bounds[0]), min(value + half, bounds[1])
 
 
 def paired_t_pvalue(mean: float, std: float | None, n: int) -> float | None:

@@ -107,6 +107,10 @@ def test_normal_interval_is_value_plus_minus_z_std():
     low, high = normal_interval(0.5, 0.1)
     assert (low, high) == pytest.approx((0.5 - 0.1959963985, 0.5 + 0.1959963985), abs=1e-9)
     assert normal_interval(0.5, None) == (None, None)
+    # clipped to the statistic's range (e.g. a coverage or personalization near 1)
+    assert normal_interval(0.99, 0.01, bounds=(0.0, 1.0)) == pytest.approx(
+        (0.99 - 0.0196, 1.0), abs=1e-4
+    )
 
 
 # --- Spark: paired differences and their sufficient statistics ---------------------------

@@ -19,6 +19,7 @@ from receval_spark.models.session import (
 from receval_spark.sessions import (
     drop_rare_items,
     drop_short_sessions,
+    most_recent_sessions,
     prediction_events,
     sequence_clicks,
 )
@@ -165,3 +166,21 @@ def test_filters(spark):
     ]
     rare = drop_rare_items(clicks, min_support=2)
     assert sorted(r.item_id for r in rare.collect()) == [1, 1, 1, 1]
+
+
+def test_most_recent_fraction_keeps_the_latest_starting_sessions(spark):
+    # sessions S0..S7 start one hour apart; 1/4 of 8 -> the 2 latest (S6, S7); 0.3 -> ceil 2.4 = 3
+    rows = [
+        (f"S{s}", 1 + j, T0 + dt.timedelta(hours=s, minutes=j), None)
+        for s in range(8)
+        for j in range(2)
+    ]
+    clicks = spark.createDataFrame(rows, CLICKS)
+
+    def kept(fraction):
+        recent = most_recent_sessions(clicks, fraction=fraction)
+        return sorted({r.session_id for r in recent.collect()})
+
+    assert kept(0.25) == ["S6", "S7"]
+    assert kept(0.3) == ["S5", "S6", "S7"]
+    assert kept(1.0) == [f"S{s}" for s in range(8)]

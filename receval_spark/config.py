@@ -293,11 +293,7 @@ class JobConfig(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> JobConfig:
         names = [m.name for m in self.models]
-        if not names:
-            raise ValueError("models: configure at least one model")
-        duplicated = sorted({n for n in names if names.count(n) > 1})
-        if duplicated:
-            raise ValueError(f"models: model names must be unique, repeated: {duplicated}")
+        _check_model_names(names)
         if self.evaluation.baseline is not None and self.evaluation.baseline not in names:
             raise ValueError(
                 f"evaluation.baseline: {self.evaluation.baseline!r} is not a configured model "
@@ -460,13 +456,17 @@ class SessionJobConfig(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> SessionJobConfig:
-        names = [m.name for m in self.models]
-        if not names:
-            raise ValueError("models: configure at least one model")
-        duplicated = sorted({n for n in names if names.count(n) > 1})
-        if duplicated:
-            raise ValueError(f"models: model names must be unique, repeated: {duplicated}")
+        _check_model_names([m.name for m in self.models])
         return self
+
+
+def _check_model_names(names: list[str]) -> None:
+    """At least one model, and unique names."""
+    if not names:
+        raise ValueError("models: configure at least one model")
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        raise ValueError(f"models: model names must be unique, repeated: {duplicated}")
 
 
 _Config = TypeVar("_Config", JobConfig, SessionJobConfig)

@@ -28,6 +28,7 @@ from receval_spark.config import (
     ItemsSource,
     JobConfig,
     PopularityModel,
+    SessionJobConfig,
 )
 from receval_spark.errors import InputError
 from receval_spark.io import read_table, reading, write_reports
@@ -456,33 +457,62 @@ def run_job(
     """Evaluate and write every report dataset for ``run_date`` in one atomic commit."""
     started_at = clock()
     evaluation = evaluate(spark, config)
+    tables = {
+        "comparisons": comparisons_table(spark, evaluation.comparisons, run_id=run_id).coalesce(1),
+    }
+    if config.output.per_user and evaluation.per_user is not None:
+        tables["per_user"] = per_user_table(evaluation.per_user, run_id=run_id)
+    commit_run(
+        spark,
+        config,
+        evaluation,
+        n_evaluated=evaluation.n_users_evaluated,
+        run_id=run_id,
+        run_date=run_date,
+        started_at=started_at,
+        finished_at=clock(),
+        tables=tables,
+    )
+    return evaluation
+
+
+def commit_run(
+    spark: SparkSession,
+    config: JobConfig | SessionJobConfig,
+    evaluation: Any,
+    *,
+    n_evaluated: int,
+    run_id: str,
+    run_date: dt.date,
+    started_at: dt.datetime,
+    finished_at: dt.datetime,
+    tables: dict[str, DataFrame] | None = None,
+) -> None:
+    """Write ``metrics``, ``runs`` (the run record) and the given ``tables`` for ``run_date``
+    in one atomic commit. ``evaluation`` carries metrics, split, checks, warnings, passed."""
     record = RunRecord(
         run_id=run_id,
         run_name=config.run.name,
         started_at=started_at,
-        finished_at=clock(),
+        finished_at=finished_at,
         status="succeeded" if evaluation.passed else "failed_checks",
         config=config.model_dump(mode="json"),
         split=evaluation.split,
-        n_users_evaluated=evaluation.n_users_evaluated,
+        n_users_evaluated=n_evaluated,
         versions=versions(spark),
         checks=evaluation.checks,
         warnings=evaluation.warnings,
     )
-    tables = {
-        "metrics": metrics_table(spark, evaluation.metrics, run_id=run_id).coalesce(1),
-        "comparisons": comparisons_table(spark, evaluation.comparisons, run_id=run_id).coalesce(1),
-        "runs": runs_table(spark, record).coalesce(1),
-    }
-    if config.output.per_user and evaluation.per_user is not None:
-        tables["per_user"] = per_user_table(evaluation.per_user, run_id=run_id)
     write_reports(
-        tables,
+        {
+            "metrics": metrics_table(spark, evaluation.metrics, run_id=run_id).coalesce(1),
+            **(tables or {}),
+            "runs": runs_table(spark, record).coalesce(1),
+        },
         output_path=config.output.path,
         run_date=run_date.isoformat(),
         run_id=run_id,
     )
-    return evaluation
 
 
 def versions(spark: SparkSession) -> dict[str, str]:

@@ -26,7 +26,7 @@ from receval_spark.config import (
     SessionPopModel,
 )
 from receval_spark.errors import InputError
-from receval_spark.io import read_table, reading, write_reports
+from receval_spark.io import read_table, reading
 from receval_spark.metrics.aggregate import union_all
 from receval_spark.metrics.beyond import (
     catalogue_totals,
@@ -45,8 +45,8 @@ from receval_spark.models.session import (
     pop_lists,
     s_pop_lists,
 )
-from receval_spark.pipeline import versions
-from receval_spark.report.tables import Check, MetricRow, RunRecord, metrics_table, runs_table
+from receval_spark.pipeline import commit_run
+from receval_spark.report.tables import Check, MetricRow
 from receval_spark.schema import (
     ITEM,
     POSITION,
@@ -225,26 +225,14 @@ def run_sessions(
     """Evaluate and write the metrics and runs datasets for ``run_date`` in one commit."""
     started_at = clock()
     evaluation = evaluate_sessions(spark, config)
-    record = RunRecord(
+    commit_run(
+        spark,
+        config,
+        evaluation,
+        n_evaluated=evaluation.n_events,
         run_id=run_id,
-        run_name=config.run.name,
+        run_date=run_date,
         started_at=started_at,
         finished_at=clock(),
-        status="succeeded" if evaluation.passed else "failed_checks",
-        config=config.model_dump(mode="json"),
-        split=evaluation.split,
-        n_users_evaluated=evaluation.n_events,
-        versions=versions(spark),
-        checks=evaluation.checks,
-        warnings=evaluation.warnings,
-    )
-    write_reports(
-        {
-            "metrics": metrics_table(spark, evaluation.metrics, run_id=run_id).coalesce(1),
-            "runs": runs_table(spark, record).coalesce(1),
-        },
-        output_path=config.output.path,
-        run_date=run_date.isoformat(),
-        run_id=run_id,
     )
     return evaluation

@@ -129,6 +129,23 @@ def sessions(config_path: str, overrides: tuple[str, ...]) -> int:
     return _finish(evaluation)
 
 
+@cli.command()
+@click.option("--reports", "reports", required=True, help="output.path of the jobs (Parquet).")
+@click.option("--date", "date", default=None, help="run date YYYY-MM-DD (default: the latest).")
+@click.option(
+    "--out", "out", default=None, help="HTML file (default: REPORTS/report/DATE/report.html)."
+)
+def report(reports: str, date: str | None, out: str | None) -> int:
+    """Render the human report (HTML and Markdown) from the Parquet reports alone."""
+    from pathlib import Path
+
+    from receval_spark.report.render import write_report
+
+    target = write_report(Path(reports), date=date, out=Path(out) if out else None)
+    click.echo(f"report: {target} and {target.with_suffix('.md')}")
+    return EXIT_OK
+
+
 def _interval(low: float | None, high: float | None) -> str:
     return "" if low is None or high is None else f" [{low:.4f}, {high:.4f}]"
 

@@ -359,3 +359,32 @@ def test_spark_submit_matches_in_process_run(spark, shared_data: Path, tmp_path:
     assert_same_metrics(
         submitted_pop, metric_values(spark, in_process, "2026-01-05", model="popularity")
     )
+
+
+def test_report_renders_the_demo_run_from_parquet_alone(demo_runs: DemoRuns, tmp_path) -> None:
+    import pandas as pd
+
+    from receval_spark.cli import main as receval
+
+    out = tmp_path / "report.html"
+    assert (
+        receval(
+            ["report", "--reports", str(demo_runs.after_first), "--date", DATE_A, "--out", str(out)]
+        )
+        == 0
+    )
+    html = out.read_text(encoding="utf-8")
+    markdown = out.with_suffix(".md").read_text(encoding="utf-8")
+    metrics = pd.read_parquet(demo_runs.after_first / "metrics" / f"run_date={DATE_A}")
+    runs = pd.read_parquet(demo_runs.after_first / "runs" / f"run_date={DATE_A}")
+    at10 = metrics[(metrics.segment == "all") & (metrics.k == 10)]
+    for model in ("popularity", "random", "oracle"):
+        assert f"<td>{model}</td>" in html and f"| {model} |" in markdown
+        for metric in ("ndcg", "precision", "recall"):
+            value = at10[(at10.model == model) & (at10.metric == metric)].value.iloc[0]
+            assert f"{value:.4f}" in html, (model, metric)
+    for check in runs.checks.iloc[0]:
+        assert check["name"] in html and check["name"] in markdown
+    assert html.count("data:image/png;base64,") >= 3  # curves, precision-recall, trade-off
+    assert "http://" not in html and "https://" not in html  # self-contained
+    assert "random trails popularity on NDCG@10" in html

@@ -2,7 +2,8 @@
 
 Exit status: 0 success; 2 bad configuration or input (one message naming the key or column
 and the fix, nothing written); 1 any other failure, including a failed sanity check (the run
-record is written first, with the failure stated).
+record is written first, with the failure stated); 3 a regression alert fired
+(``evaluation.alerts``; the reports are written, the run's status is ``regressed``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import click
 from receval_spark.config import SessionJobConfig, load_config
 from receval_spark.errors import SetupError, UserError
 
-EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_REGRESSED = 0, 1, 2, 3
 HEADLINE_METRICS = ("ndcg", "map", "recall", "precision", "mrr")
 
 
@@ -76,7 +77,12 @@ def _finish(evaluation: Any) -> int:
     failed = [c for c in evaluation.checks if not c.passed]
     for check in failed:
         click.echo(f"error: check {check.name} failed: {check.detail}", err=True)
-    return EXIT_FAILURE if failed else EXIT_OK
+    alerts = evaluation.alerts
+    for alert in alerts:
+        click.echo(f"alert: {alert}", err=True)
+    if failed:
+        return EXIT_FAILURE
+    return EXIT_REGRESSED if alerts else EXIT_OK
 
 
 @cli.command()

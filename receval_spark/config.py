@@ -205,6 +205,18 @@ class SerendipityConfig(_Strict):
     threshold: float = Field(default=0.5, ge=-1.0, le=1.0)
 
 
+class AlertRule(_Strict):
+    """Flag a regression when ``metric@k`` of a model on ``segment`` is worse than the mean of
+    its previous ``window`` run dates by more than ``max_relative_drop`` (relative; for gini
+    and popularity_bias, where lower is better, a rise counts)."""
+
+    metric: MetricName
+    k: int | None = 10
+    segment: str = "all"
+    max_relative_drop: float = Field(default=0.05, gt=0.0, lt=1.0)
+    window: int = Field(default=7, ge=1)
+
+
 class EvaluationConfig(_Strict):
     k: list[Annotated[int, Field(ge=1, le=1000)]] = Field(default_factory=lambda: [5, 10, 20])
     filter_seen: bool = True
@@ -217,6 +229,7 @@ class EvaluationConfig(_Strict):
     head_share: float = Field(default=0.5, gt=0.0, lt=1.0)
     personalization_pairs: int = Field(default=1000, ge=1)
     bootstrap_samples: int = Field(default=100, ge=0, le=10_000)  # 0: no bootstrap intervals
+    alerts: list[AlertRule] = Field(default_factory=list)
     seed: int = 42
     embeddings: EmbeddingsConfig = Field(default_factory=EmbeddingsConfig)
     serendipity: SerendipityConfig = Field(default_factory=SerendipityConfig)
@@ -379,6 +392,7 @@ SessionMetric = Literal["recall", "mrr", "coverage", "popularity_bias"]
 class SessionEvaluation(_Strict):
     k: list[Annotated[int, Field(ge=1, le=1000)]] = Field(default_factory=lambda: [5, 10, 20])
     metrics: list[SessionMetric] = Field(default_factory=lambda: list(get_args(SessionMetric)))
+    alerts: list[AlertRule] = Field(default_factory=list)
 
     @field_validator("k")
     @classmethod

@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
+import pandas as pd
+import pyarrow.parquet as pq
 from py4j.protocol import Py4JJavaError
 from pyarrow import fs as pafs
 from pyspark.errors import PySparkException
@@ -143,6 +145,26 @@ def _roll_forward(filesystem: pafs.FileSystem, root_path: str) -> None:
                 filesystem.move(staged, target)
         _delete_dir(filesystem, trash)
         _delete_dir(filesystem, info.path)
+
+
+def read_report_history(output_path: str, dataset: str, *, before: str) -> pd.DataFrame:
+    """Rows of a committed report dataset for every run date earlier than ``before``
+    (pandas, via pyarrow; report datasets hold one row per aggregate, so this stays small).
+    An absent dataset gives an empty frame."""
+    filesystem, root = _filesystem(to_uri(output_path).rstrip("/"))
+    folder = f"{root}/{dataset}"
+    selector = pafs.FileSelector(folder, allow_not_found=True)
+    frames = []
+    for info in filesystem.get_file_info(selector):
+        date = info.base_name.removeprefix("run_date=")
+        if (
+            info.type == pafs.FileType.Directory
+            and info.base_name.startswith("run_date=")
+            and (date < before)
+        ):
+            table = pq.read_table(info.path, filesystem=filesystem)
+            frames.append(table.to_pandas().assign(run_date=date))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:

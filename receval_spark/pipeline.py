@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from receval_spark import __version__
+from receval_spark.alerts import regressions
 from receval_spark.checks import run_checks, run_warnings
 from receval_spark.config import (
     EvaluationConfig,
@@ -31,7 +32,7 @@ from receval_spark.config import (
     SessionJobConfig,
 )
 from receval_spark.errors import InputError
-from receval_spark.io import read_table, reading, write_reports
+from receval_spark.io import read_report_history, read_table, reading, write_reports
 from receval_spark.metrics.accuracy import ACCURACY_METRICS, per_user_accuracy
 from receval_spark.metrics.aggregate import macro_average, to_long, union_all
 from receval_spark.metrics.beyond import (
@@ -112,6 +113,7 @@ class Evaluation:
     n_users_evaluated: int
     checks: list[Check]
     warnings: list[str]
+    alerts: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -462,7 +464,7 @@ def run_job(
     }
     if config.output.per_user and evaluation.per_user is not None:
         tables["per_user"] = per_user_table(evaluation.per_user, run_id=run_id)
-    commit_run(
+    alerts = commit_run(
         spark,
         config,
         evaluation,
@@ -473,7 +475,7 @@ def run_job(
         finished_at=clock(),
         tables=tables,
     )
-    return evaluation
+    return dataclasses.replace(evaluation, alerts=alerts)
 
 
 def commit_run(
@@ -487,21 +489,31 @@ def commit_run(
     started_at: dt.datetime,
     finished_at: dt.datetime,
     tables: dict[str, DataFrame] | None = None,
-) -> None:
+) -> list[str]:
     """Write ``metrics``, ``runs`` (the run record) and the given ``tables`` for ``run_date``
-    in one atomic commit. ``evaluation`` carries metrics, split, checks, warnings, passed."""
+    in one atomic commit; return the regression alerts that fired against earlier run dates.
+
+    ``evaluation`` carries metrics, split, checks, warnings, passed. Status: failed_checks if a
+    check failed, else regressed if an alert fired, else succeeded.
+    """
+    alerts = []
+    if config.evaluation.alerts:
+        history = read_report_history(config.output.path, "metrics", before=run_date.isoformat())
+        alerts = regressions(evaluation.metrics, history, config.evaluation.alerts)
+    status = "failed_checks" if not evaluation.passed else "regressed" if alerts else "succeeded"
     record = RunRecord(
         run_id=run_id,
         run_name=config.run.name,
         started_at=started_at,
         finished_at=finished_at,
-        status="succeeded" if evaluation.passed else "failed_checks",
+        status=status,
         config=config.model_dump(mode="json"),
         split=evaluation.split,
         n_users_evaluated=n_evaluated,
         versions=versions(spark),
         checks=evaluation.checks,
         warnings=evaluation.warnings,
+        alerts=alerts,
     )
     write_reports(
         {
@@ -513,6 +525,7 @@ def commit_run(
         run_date=run_date.isoformat(),
         run_id=run_id,
     )
+    return alerts
 
 
 def versions(spark: SparkSession) -> dict[str, str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -71,6 +71,7 @@ class SessionEvaluation:
     n_events: int
     checks: list[Check]
     warnings: list[str]
+    alerts: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -225,7 +226,7 @@ def run_sessions(
     """Evaluate and write the metrics and runs datasets for ``run_date`` in one commit."""
     started_at = clock()
     evaluation = evaluate_sessions(spark, config)
-    commit_run(
+    alerts = commit_run(
         spark,
         config,
         evaluation,
@@ -235,4 +236,4 @@ def run_sessions(
         started_at=started_at,
         finished_at=clock(),
     )
-    return evaluation
+    return replace(evaluation, alerts=alerts)

@@ -73,6 +73,7 @@ RUNS_SCHEMA = T.StructType(
         T.StructField("versions", T.StringType(), False),
         T.StructField("checks", T.ArrayType(CHECK_TYPE, False), False),
         T.StructField("warnings", T.ArrayType(T.StringType(), False), False),
+        T.StructField("alerts", T.ArrayType(T.StringType(), False), False),
     ]
 )
 
@@ -141,6 +142,7 @@ class RunRecord:
     versions: dict[str, str]
     checks: Sequence[Check] = field(default_factory=tuple)
     warnings: Sequence[str] = field(default_factory=tuple)
+    alerts: Sequence[str] = field(default_factory=tuple)
 
 
 def metrics_table(spark: SparkSession, rows: Sequence[MetricRow], *, run_id: str) -> DataFrame:
@@ -211,6 +213,7 @@ def runs_table(spark: SparkSession, record: RunRecord) -> DataFrame:
         json.dumps(record.versions, sort_keys=True),
         [(c.name, c.passed, c.detail) for c in record.checks],
         list(record.warnings),
+        list(record.alerts),
     )
     return spark.createDataFrame([row], RUNS_SCHEMA)
 

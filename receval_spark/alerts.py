@@ -1,0 +1,59 @@
+"""Nightly regression alerts: a run's metrics against the trailing mean of earlier run dates."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from receval_spark.config import AlertRule
+from receval_spark.report.tables import MetricRow
+
+LOWER_IS_BETTER = ("gini", "popularity_bias")
+
+
+def regressions(
+    rows: Sequence[MetricRow], history: pd.DataFrame, rules: Sequence[AlertRule]
+) -> list[str]:
+    """One message per (rule, model, protocol) whose current value is worse than the mean over
+    its last ``window`` earlier run dates by more than ``max_relative_drop``.
+
+    relative change = (value - mean) / mean, negated for lower-is-better metrics; models
+    without history (or with a zero mean) are not judged.
+    """
+    alerts = []
+    for rule in rules:
+        current = {
+            (r.model, r.protocol): r.value
+            for r in rows
+            if r.metric == rule.metric
+            and r.k == rule.k
+            and r.segment == rule.segment
+            and r.value is not None
+        }
+        if history.empty or not current:
+            continue
+        past = history[
+            (history["metric"] == rule.metric)
+            & (history["segment"] == rule.segment)
+            & ((history["k"] == rule.k) if rule.k is not None else history["k"].isna())
+        ]
+        trailing = past.sort_values("run_date").groupby(["model", "protocol"]).tail(rule.window)
+        means = trailing.groupby(["model", "protocol"])["value"].agg(["mean", "count"])
+        sign = -1.0 if rule.metric in LOWER_IS_BETTER else 1.0
+        name = f"{rule.metric}@{rule.k}" if rule.k is not None else rule.metric
+        for (model, protocol), value in sorted(current.items()):
+            if (model, protocol) not in means.index:
+                continue
+            mean, n_dates = means.loc[(model, protocol)]
+            if mean == 0:
+                continue
+            change = sign * (value - mean) / mean
+            if change < -rule.max_relative_drop:
+                alerts.append(
+                    f"regression: {name} of {model} on {rule.segment} is {value:.4f}, "
+                    f"{100 * abs(value - mean) / mean:.1f}% "
+                    f"{'above' if sign < 0 else 'below'} its mean {mean:.4f} over the previous "
+                    f"{int(n_dates)} run dates (threshold {100 * rule.max_relative_drop:g}%)"
+                )
+    return alerts

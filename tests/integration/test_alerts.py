@@ -1,0 +1,103 @@
+"""Nightly history and regression alerts: three run dates, a crafted drop on the third."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import yaml
+from conftest import kept_sql_conf
+from test_checks import crafted_log, job_config
+
+from receval_spark.alerts import regressions
+from receval_spark.cli import EXIT_REGRESSED, main
+from receval_spark.config import AlertRule
+from receval_spark.report.tables import MetricRow
+
+
+def row(model, value, metric="ndcg", k=10):
+    return MetricRow(model=model, segment="all", metric=metric, k=k, value=value, n_users=50)
+
+
+def history(values: dict[str, list[float]], metric="ndcg", k=10) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "model": m,
+                "segment": "all",
+                "protocol": "full",
+                "metric": metric,
+                "k": k,
+                "value": v,
+                "run_date": f"2026-11-{d + 1:02d}",
+            }
+            for m, vs in values.items()
+            for d, v in enumerate(vs)
+        ]
+    )
+
+
+def test_regression_against_the_trailing_window_mean():
+    past = history({"a": [0.9, 0.30, 0.30, 0.30], "b": [0.2, 0.2, 0.2, 0.2]})
+    rule = AlertRule(metric="ndcg", k=10, max_relative_drop=0.05, window=3)
+
+    # a: mean of the last 3 dates = 0.30; 0.28 is 6.7% below -> alert; b: 0.195 is 2.5% below
+    alerts = regressions([row("a", 0.28), row("b", 0.195), row("new", 0.01)], past, [rule])
+
+    assert len(alerts) == 1
+    assert alerts[0].startswith("regression: ndcg@10 of a on all is 0.2800, 6.7% below")
+    assert regressions([row("a", 0.29)], past, [rule]) == []  # 3.3%: within the threshold
+
+
+def test_lower_is_better_metrics_alert_on_a_rise():
+    past = history({"a": [0.50, 0.50]}, metric="gini")
+    rule = AlertRule(metric="gini", k=10, max_relative_drop=0.05)
+    assert regressions([row("a", 0.60, metric="gini")], past, [rule])
+    assert regressions([row("a", 0.40, metric="gini")], past, [rule]) == []
+
+
+def test_three_nightly_runs_with_a_drop_on_the_third(spark, tmp_path, capsys):
+    good = pd.DataFrame(
+        [(u, 100 + u, 1.0) for u in range(1, 5)], columns=["user_id", "item_id", "score"]
+    )
+    bad = pd.DataFrame(
+        [(u, 200, 1.0) for u in range(1, 5)], columns=["user_id", "item_id", "score"]
+    )
+    recs = tmp_path / "recs-{date}.parquet"  # a new file each night, as a nightly export
+    raw = job_config(
+        tmp_path,
+        crafted_log(reconsumed=False),
+        [
+            {"name": "popularity", "kind": "popularity"},
+            {"name": "ext", "kind": "external", "path": str(recs)},
+        ],
+    )
+    raw["evaluation"]["alerts"] = [{"metric": "ndcg", "k": 2, "max_relative_drop": 0.05}]
+    path = tmp_path / "job.yaml"
+
+    def nightly(date: str, recommendations: pd.DataFrame) -> int:
+        night = Path(str(recs).format(date=date))
+        recommendations.to_parquet(night, index=False)
+        raw["models"][1]["path"] = str(night)
+        raw["run"]["date"] = date
+        path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+        with kept_sql_conf(spark):
+            return main(["evaluate", "--config", str(path)])
+
+    assert nightly("2026-11-01", good) == 0
+    assert nightly("2026-11-02", good) == 0
+    assert nightly("2026-11-03", bad) == EXIT_REGRESSED
+    assert "alert: regression: ndcg@2 of ext on all" in capsys.readouterr().err
+    runs = spark.read.parquet(str(tmp_path / "reports" / "runs"))
+    status = {str(r.run_date): (r.status, list(r.alerts)) for r in runs.collect()}
+    assert status["2026-11-01"] == ("succeeded", [])
+    assert status["2026-11-03"][0] == "regressed" and len(status["2026-11-03"][1]) == 1
+
+    reports = tmp_path / "reports"
+    others = {
+        p: p.read_bytes()
+        for d in ("2026-11-01", "2026-11-03")
+        for p in reports.glob(f"*/run_date={d}/*")
+    }
+    assert nightly("2026-11-02", good) == 0  # a re-run of date 2 (history: date 1 only)
+    assert {p: p.read_bytes() for p in others} == others

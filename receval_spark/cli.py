@@ -67,7 +67,26 @@ def _run(config: Any, runner: Callable[..., Any]) -> tuple[Any, str, dt.date]:
     finally:
         if owns_session:
             spark.stop()
+    _render(config.output.path, run_date)
     return result, run_id, run_date
+
+
+def _render(output_path: str, run_date: dt.date) -> None:
+    """Render the human report of the committed run into ``output.path/report/DATE/``; on a
+    non-local output the report is left to ``receval report`` run where the files are."""
+    from receval_spark.io import local_path
+    from receval_spark.report.render import write_report
+
+    local = local_path(output_path)
+    if local is None:
+        click.echo(
+            f"note: {output_path} is not on the local filesystem; render the human report with "
+            "receval report --reports DIR on a copy of it",
+            err=True,
+        )
+        return
+    target = write_report(local, date=run_date.isoformat())
+    click.echo(f"report: {target}")
 
 
 def _finish(evaluation: Any) -> int:
@@ -145,9 +164,14 @@ def report(reports: str, date: str | None, out: str | None) -> int:
     """Render the human report (HTML and Markdown) from the Parquet reports alone."""
     from pathlib import Path
 
+    from receval_spark.errors import InputError
+    from receval_spark.io import local_path
     from receval_spark.report.render import write_report
 
-    target = write_report(Path(reports), date=date, out=Path(out) if out else None)
+    folder = local_path(reports)
+    if folder is None:
+        raise InputError(f"--reports: {reports} is not a local folder; copy the reports locally.")
+    target = write_report(folder, date=date, out=Path(out) if out else None)
     click.echo(f"report: {target} and {target.with_suffix('.md')}")
     return EXIT_OK
 

@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from receval_spark.config import _FileSource
 from receval_spark.errors import InputError
 
-REPORT_DATASETS = ("metrics", "comparisons", "per_user", "runs")
+REPORT_DATASETS = ("metrics", "comparisons", "long_tail", "per_user", "runs")
 _MARKER = "_COMMITTED"
 
 
@@ -41,6 +41,13 @@ def to_uri(path: str) -> str:
     if scheme and len(scheme) > 1:
         return path
     return "file://" + Path(path).resolve().as_posix()
+
+
+def local_path(path: str) -> Path | None:
+    """The local filesystem path of ``path`` (a plain path or ``file://`` URI); None for other
+    filesystems (``hdfs://``, ``s3a://``, ...)."""
+    uri = to_uri(path)
+    return Path(uri.removeprefix("file://")) if uri.startswith("file://") else None
 
 
 @contextmanager

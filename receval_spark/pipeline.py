@@ -40,7 +40,9 @@ from receval_spark.metrics.beyond import (
     catalogue_totals,
     content_expected,
     group_beyond,
+    item_exposure,
     item_statistics,
+    long_tail,
     per_user_beyond,
     top_k_lists,
     unit_vectors,
@@ -67,6 +69,7 @@ from receval_spark.report.tables import (
     MetricRow,
     RunRecord,
     comparisons_table,
+    long_tail_table,
     metrics_table,
     per_user_table,
     runs_table,
@@ -109,6 +112,7 @@ class Evaluation:
     metrics: list[MetricRow]
     comparisons: list[ComparisonRow]
     per_user: DataFrame | None
+    long_tail: DataFrame
     split: dict[str, Any]
     n_users_evaluated: int
     checks: list[Check]
@@ -319,6 +323,9 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
         metrics=rows,
         comparisons=comparisons,
         per_user=per_user_long,
+        long_tail=long_tail(
+            item_exposure(lists, catalogue, by=["model", "k"]), catalogue, by=["model", "k"]
+        ),
         split=split_summary,
         n_users_evaluated=n_users,
         checks=checks,
@@ -461,6 +468,7 @@ def run_job(
     evaluation = evaluate(spark, config)
     tables = {
         "comparisons": comparisons_table(spark, evaluation.comparisons, run_id=run_id).coalesce(1),
+        "long_tail": long_tail_table(evaluation.long_tail, run_id=run_id).coalesce(1),
     }
     if config.output.per_user and evaluation.per_user is not None:
         tables["per_user"] = per_user_table(evaluation.per_user, run_id=run_id)

@@ -91,6 +91,43 @@ def item_exposure(lists: DataFrame, catalogue: DataFrame, *, by: Sequence[str]) 
     )
 
 
+LONG_TAIL_COUNTS = ("n_items", "train_interactions", "n_recommended_items", "recommendations")
+
+
+def popularity_bin(n_interactions: Column, in_catalogue: Column) -> Column:
+    """floor(log2(train interactions)) for catalogue items (bin b holds 2^b..2^(b+1)-1
+    interactions); -1 for recommended items outside the catalogue."""
+    return F.when(in_catalogue, F.floor(F.log2(n_interactions)).cast("int")).otherwise(F.lit(-1))
+
+
+def long_tail(exposure: DataFrame, catalogue: DataFrame, *, by: Sequence[str]) -> DataFrame:
+    """(*by, popularity_bin, n_items, train_interactions, n_recommended_items, recommendations):
+    the catalogue binned by train popularity (:func:`popularity_bin`), each bin's items and
+    train interactions, and per group the distinct items recommended from it and the list
+    slots it fills (sum of f_i). Every group gets every catalogue bin, zero where unused."""
+    items = catalogue.select(
+        popularity_bin(F.col("n_interactions"), F.lit(True)).alias("popularity_bin"),
+        "n_interactions",
+    )
+    bins = items.groupBy("popularity_bin").agg(
+        F.count(F.lit(1)).alias("n_items"),
+        F.sum("n_interactions").alias("train_interactions"),
+    )
+    recommended = exposure.groupBy(
+        *by, popularity_bin(F.col("n_interactions"), F.col("in_catalogue")).alias("popularity_bin")
+    ).agg(
+        F.count(F.lit(1)).alias("n_recommended_items"),
+        F.sum("f").alias("recommendations"),
+    )
+    return (
+        exposure.select(*by)
+        .distinct()
+        .crossJoin(bins)
+        .join(recommended, on=[*by, "popularity_bin"], how="full")
+        .fillna(0, subset=list(LONG_TAIL_COUNTS))
+    )
+
+
 def list_counts(lists: DataFrame, *, by: Sequence[str]) -> DataFrame:
     """(*by, n_lists): the number of lists of each group."""
     return lists.groupBy(*by).agg(F.countDistinct(USER).alias("n_lists"))

@@ -1,5 +1,6 @@
 """The report's figures (matplotlib, rendered to embedded PNG): metric@k curves, the
-precision-recall curve over k, the accuracy / coverage trade-off and segment bars."""
+precision-recall curve over k, the accuracy / coverage trade-off, the long tail, segment bars
+and the nightly history."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 CURVE_METRICS = ("ndcg", "precision", "recall", "map")
+HISTORY_METRICS = ("ndcg", "recall", "mrr", "coverage")
 
 
-def figures(metrics: pd.DataFrame, *, k: int) -> list[dict[str, str]]:
+def figures(
+    metrics: pd.DataFrame, *, k: int, long_tail: pd.DataFrame, history: pd.DataFrame
+) -> list[dict[str, str]]:
     """[{title, caption, png (base64)}] for the figures the data supports."""
     overall = metrics[(metrics["segment"] == "all") & metrics["k"].notna()]
     out = []
@@ -44,6 +48,16 @@ def figures(metrics: pd.DataFrame, *, k: int) -> list[dict[str, str]]:
                 _trade_off(at_k, k),
             )
         )
+    if not long_tail.empty and (long_tail["k"] == k).any():
+        out.append(
+            _figure(
+                f"Long tail at k = {k}",
+                "Catalogue items binned by train interactions (bin b: 2^b to 2^(b+1) - 1). "
+                "Left: share of train interactions (dashed) and of recommendation slots per "
+                "model in each bin. Right: share of each bin's items recommended at least once.",
+                _long_tail(long_tail[long_tail["k"] == k]),
+            )
+        )
     segments = metrics[
         (metrics["metric"] == "ndcg") & (metrics["k"] == k) & (metrics["segment"] != "all")
     ]
@@ -53,6 +67,19 @@ def figures(metrics: pd.DataFrame, *, k: int) -> list[dict[str, str]]:
                 f"NDCG@{k} by segment",
                 "Users (warm, cold, activity) and items (head, tail).",
                 _segments(segments, k),
+            )
+        )
+    trend = (
+        history[history["metric"].isin(HISTORY_METRICS) & (history["k"] == k)]
+        if not history.empty
+        else history
+    )
+    if not trend.empty and trend["run_date"].nunique() > 1:
+        out.append(
+            _figure(
+                "History",
+                f"Each model's metrics at k = {k} over the run dates found in the reports.",
+                _history(trend, k),
             )
         )
     return out
@@ -113,4 +140,52 @@ def _segments(segments: pd.DataFrame, k: int) -> plt.Figure:
     ax.set_ylabel(f"NDCG@{k}")
     ax.set_xlabel("")
     ax.legend(fontsize="small")
+    return fig
+
+
+def _long_tail(long_tail: pd.DataFrame) -> plt.Figure:
+    fig, (share, reach) = plt.subplots(1, 2, figsize=(9.0, 3.2))
+    bins = long_tail[long_tail["popularity_bin"] >= 0]
+    train = bins.drop_duplicates("popularity_bin").sort_values("popularity_bin")
+    share.plot(
+        train["min_interactions"],
+        train["train_interactions"] / train["train_interactions"].sum(),
+        "k--",
+        label="train interactions",
+    )
+    for model, group in long_tail.groupby("model"):
+        total = group["recommendations"].sum()
+        group = group[group["popularity_bin"] >= 0].sort_values("popularity_bin")
+        share.plot(
+            group["min_interactions"], group["recommendations"] / total, marker="o", label=model
+        )
+        reach.plot(
+            group["min_interactions"],
+            group["n_recommended_items"] / group["n_items"],
+            marker="o",
+            label=model,
+        )
+    for ax, label in ((share, "share of slots"), (reach, "share of the bin's items")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("train interactions per item (bin start)")
+        ax.set_ylabel(label)
+    share.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def _history(trend: pd.DataFrame, k: int) -> plt.Figure:
+    names = [m for m in HISTORY_METRICS if m in set(trend["metric"])]
+    fig, axes = plt.subplots(1, len(names), figsize=(3.4 * len(names), 2.8), squeeze=False)
+    dates = sorted(trend["run_date"].unique())
+    for ax, metric in zip(axes[0], names, strict=True):
+        for model, group in trend[trend["metric"] == metric].groupby("model"):
+            group = group.sort_values("run_date")
+            ax.plot(
+                [dates.index(d) for d in group["run_date"]], group["value"], marker="o", label=model
+            )
+        ax.set_xticks(range(len(dates)), [d[5:] for d in dates], rotation=45, fontsize=7)
+        ax.set_title(f"{metric}@{k}")
+    axes[0][0].legend(fontsize="small")
+    fig.tight_layout()
     return fig

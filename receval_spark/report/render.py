@@ -18,6 +18,7 @@ from receval_spark.report import plots
 HEADLINE = ("ndcg", "precision", "recall", "map", "mrr", "coverage", "novelty")
 SIGNIFICANCE = 0.05
 PERCENT_PROTOCOLS = ("session",)
+HISTORY_METRICS = ("ndcg", "recall")
 
 
 @dataclass(frozen=True)
@@ -27,11 +28,14 @@ class ReportData:
     date: str
     metrics: pd.DataFrame
     comparisons: pd.DataFrame
+    long_tail: pd.DataFrame
     run: dict[str, Any]
+    history: pd.DataFrame  # segment-"all" metrics of this and every earlier date, with run_date
 
 
 def load_report(reports: Path, date: str | None = None) -> ReportData:
-    """The datasets of ``date`` (default: the latest run date under ``reports/runs``)."""
+    """The datasets of ``date`` (default: the latest run date under ``reports/runs``) and the
+    metric history of the earlier dates."""
     runs_path = reports / "runs"
     dates = sorted(p.name.removeprefix("run_date=") for p in runs_path.glob("run_date=*"))
     if not dates:
@@ -40,17 +44,91 @@ def load_report(reports: Path, date: str | None = None) -> ReportData:
     if date not in dates:
         raise InputError(f"--date: no run for {date} under {reports} (dates: {', '.join(dates)}).")
 
-    def read(name: str) -> pd.DataFrame:
-        folder = reports / name / f"run_date={date}"
+    def read(name: str, day: str = date) -> pd.DataFrame:
+        folder = reports / name / f"run_date={day}"
         return pd.read_parquet(folder) if folder.exists() else pd.DataFrame()
 
-    runs = read("runs")
-    run = runs.iloc[0].to_dict()
+    run = read("runs").iloc[0].to_dict()
     for key in ("config", "split", "versions"):
         run[key] = json.loads(run[key])
     run["checks"] = [dict(c) for c in run["checks"]]
-    run["warnings"] = list(run["warnings"])
-    return ReportData(date=date, metrics=read("metrics"), comparisons=read("comparisons"), run=run)
+    for key in ("warnings", "alerts"):
+        run[key] = list(run.get(key, []))
+    history = [
+        frame[frame["segment"] == "all"].assign(run_date=day)
+        for day in dates
+        if day <= date and not (frame := read("metrics", day)).empty
+    ]
+    return ReportData(
+        date=date,
+        metrics=read("metrics"),
+        comparisons=read("comparisons"),
+        long_tail=read("long_tail"),
+        run=run,
+        history=pd.concat(history, ignore_index=True) if history else pd.DataFrame(),
+    )
+
+
+def split_parts(split: dict[str, Any]) -> list[dict[str, Any]]:
+    """The split's parts (train, validation, test, ...) with their counts and time range."""
+    return [{"part": name, **part} for name, part in split.items() if _is_part(part)]
+
+
+def split_settings(split: dict[str, Any]) -> dict[str, Any]:
+    """The split's scalar settings: method, cutoffs, quantile, filter_seen, ..."""
+    return {key: value for key, value in split.items() if not isinstance(value, dict | list)}
+
+
+def history_rows(data: ReportData, k: int, *, dates: int = 10) -> dict | None:
+    """{metric, dates, rows: [{model, values}]}: the first of ``HISTORY_METRICS`` at k per model
+    over the last ``dates`` run dates up to the report's; None without such rows."""
+    present = set(data.history["metric"]) if not data.history.empty else set()
+    metric = next((m for m in HISTORY_METRICS if m in present), None)
+    if metric is None:
+        return None
+    frame = data.history[(data.history["metric"] == metric) & (data.history["k"] == k)]
+    protocol = frame["protocol"].iloc[0]
+    days = sorted(frame["run_date"].unique())[-dates:]
+    table = frame.pivot_table(index="model", columns="run_date", values="value")
+    return {
+        "metric": f"{metric}@{k}",
+        "dates": days,
+        "rows": [
+            {
+                "model": model,
+                "values": [
+                    _number(table.at[model, day], protocol) if day in table.columns else ""
+                    for day in days
+                ],
+            }
+            for model in table.index
+        ],
+    }
+
+
+def metric_table(data: ReportData) -> dict:
+    """Every metric on segment ``all``: one row per (metric, k), one column per model, the
+    value with its interval."""
+    frame = data.metrics[data.metrics["segment"] == "all"]
+    models = sorted(frame["model"].unique())
+    rows = []
+    for (metric, k), group in frame.groupby(["metric", frame["k"].fillna(-1)], sort=True):
+        by_model = {r.model: r for r in group.itertuples()}
+        rows.append(
+            {
+                "metric": metric if k < 0 else f"{metric}@{int(k)}",
+                "cells": [
+                    (
+                        _number(by_model[m].value, by_model[m].protocol),
+                        _interval(by_model[m].ci_low, by_model[m].ci_high, by_model[m].protocol),
+                    )
+                    if m in by_model
+                    else ("", "")
+                    for m in models
+                ],
+            }
+        )
+    return {"models": models, "rows": rows}
 
 
 def headline_k(data: ReportData) -> int:
@@ -136,10 +214,14 @@ def render(data: ReportData) -> tuple[str, str]:
         "data": data,
         "k": k,
         "failed": [c for c in data.run["checks"] if not c["passed"]],
+        "parts": split_parts(data.run["split"]),
+        "settings": split_settings(data.run["split"]),
         "summary": summary_rows(data, k),
         "headline": [m for m in HEADLINE if m in set(data.metrics["metric"])],
         "sentences": sentences(data, k),
-        "figures": plots.figures(data.metrics, k=k),
+        "all_metrics": metric_table(data),
+        "history": history_rows(data, k),
+        "figures": plots.figures(data.metrics, k=k, long_tail=data.long_tail, history=data.history),
     }
     return (
         environment.get_template("report.html.j2").render(**context),
@@ -148,14 +230,21 @@ def render(data: ReportData) -> tuple[str, str]:
 
 
 def write_report(reports: Path, *, date: str | None = None, out: Path | None = None) -> Path:
-    """Render and write report.html and report.md (default: reports/report/<date>/)."""
+    """Render and write report.html and report.md (default: reports/report/<date>/), each
+    replaced whole (written to a temporary file, then renamed)."""
     data = load_report(reports, date)
     html, markdown = render(data)
     target = out or reports / "report" / data.date / "report.html"
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(html, encoding="utf-8")
-    target.with_suffix(".md").write_text(markdown, encoding="utf-8")
+    for path, text in ((target, html), (target.with_suffix(".md"), markdown)):
+        partial = path.with_name(f".{path.name}.partial")
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(path)
     return target
+
+
+def _is_part(value: Any) -> bool:
+    return isinstance(value, dict) and "rows" in value
 
 
 def _number(value: float | None, protocol: str) -> str:

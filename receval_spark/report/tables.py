@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from receval_spark.metrics.beyond import LONG_TAIL_COUNTS
 from receval_spark.schema import USER
 
 METRICS_SCHEMA = T.StructType(
@@ -228,6 +229,22 @@ def per_user_table(per_user_long: DataFrame, *, run_id: str) -> DataFrame:
         "metric",
         F.col("k").cast("int").alias("k"),
         F.col("value").cast("double").alias("value"),
+    )
+
+
+def long_tail_table(long_tail: DataFrame, *, run_id: str) -> DataFrame:
+    """The ``long_tail`` dataset: run_id, model, k, popularity_bin, min_interactions (2^bin, 0
+    outside the catalogue), n_items, train_interactions, n_recommended_items, recommendations."""
+    return long_tail.select(
+        F.lit(run_id).alias("run_id"),
+        "model",
+        F.col("k").cast("int").alias("k"),
+        F.col("popularity_bin").cast("int").alias("popularity_bin"),
+        F.when(F.col("popularity_bin") >= 0, F.pow(F.lit(2), F.col("popularity_bin")))
+        .otherwise(F.lit(0))
+        .cast("long")
+        .alias("min_interactions"),
+        *[F.col(c).cast("long").alias(c) for c in LONG_TAIL_COUNTS],
     )
 
 

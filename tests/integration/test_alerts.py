@@ -73,6 +73,7 @@ def test_three_nightly_runs_with_a_drop_on_the_third(spark, tmp_path, capsys):
         ],
     )
     raw["evaluation"]["alerts"] = [{"metric": "ndcg", "k": 2, "max_relative_drop": 0.05}]
+    raw["evaluation"].update(metrics=["ndcg", "precision", "coverage"], bootstrap_samples=0)
     path = tmp_path / "job.yaml"
 
     def nightly(date: str, recommendations: pd.DataFrame) -> int:
@@ -94,10 +95,19 @@ def test_three_nightly_runs_with_a_drop_on_the_third(spark, tmp_path, capsys):
     assert status["2026-11-03"][0] == "regressed" and len(status["2026-11-03"][1]) == 1
 
     reports = tmp_path / "reports"
+    page = (reports / "report" / "2026-11-03" / "report.html").read_text(encoding="utf-8")
+    alerts = page[page.index('id="alerts"') : page.index("</div>", page.index('id="alerts"'))]
+    assert "regression: ndcg@2 of ext on all" in alerts
+    history = page[page.index('<table id="history">') :]
+    history = history[: history.index("</table>")]
+    assert all(f"<th>{d}</th>" in history for d in ("2026-11-01", "2026-11-02", "2026-11-03"))
+    assert "<td>ext</td>" in history and "<td>popularity</td>" in history
+    assert "History" in page  # the figure of the metrics over the three dates
+
     others = {
         p: p.read_bytes()
         for d in ("2026-11-01", "2026-11-03")
-        for p in reports.glob(f"*/run_date={d}/*")
+        for p in [*reports.glob(f"*/run_date={d}/*"), *(reports / "report" / d).iterdir()]
     }
     assert nightly("2026-11-02", good) == 0  # a re-run of date 2 (history: date 1 only)
     assert {p: p.read_bytes() for p in others} == others

@@ -10,8 +10,10 @@ import pytest
 from receval_spark.config import (
     ExternalModel,
     GlobalTemporalSplit,
+    JobConfig,
     LeaveLastNSplit,
     RandomModel,
+    SessionJobConfig,
     load_config,
 )
 from receval_spark.errors import ConfigError
@@ -238,3 +240,31 @@ def test_unreadable_or_non_mapping_config_files_are_config_errors(tmp_path):
         load_config(tmp_path / "absent.yaml")
     with pytest.raises(ConfigError, match="must hold a mapping"):
         load_config(write(tmp_path, "- just\n- a list\n"))
+
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = REPO.parent / "shared" / "data"
+
+
+@pytest.mark.parametrize(
+    ("name", "schema"),
+    [
+        ("demo.yaml", JobConfig),
+        ("nightly.yaml", JobConfig),
+        ("diginetica-sample.yaml", SessionJobConfig),
+        ("yoochoose-100k.yaml", SessionJobConfig),
+    ],
+)
+def test_shipped_configs_validate(name, schema):
+    """(movielens-100k.yaml needs data.interactions.path from --set: ml-100k is not shipped.)"""
+    if "../../shared/data" in (REPO / "conf" / name).read_text() and not SHARED.exists():
+        pytest.skip(f"conf/{name} reads ../shared/data, which is absent here")
+    config = load_config(REPO / "conf" / name, ["run.date=2026-11-29"], schema=schema)
+    assert config.run.date == dt.date(2026, 11, 29)
+
+
+def test_the_nightly_config_alerts_on_the_headline_metrics():
+    config = load_config(REPO / "conf" / "nightly.yaml")
+    rules = {(r.metric, r.k): r for r in config.evaluation.alerts}
+    assert rules[("ndcg", 10)].max_relative_drop == 0.05 and rules[("ndcg", 10)].window == 7
+    assert config.run.date is None  # the scheduler passes run.date

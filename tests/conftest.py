@@ -47,6 +47,14 @@ def spark():
 
 
 @pytest.fixture(scope="session")
+def demo_runs(tmp_path_factory):
+    """The demo job run three times as a user runs it (tests/demo_job.py), once per test run."""
+    from demo_job import run_demo
+
+    return run_demo(tmp_path_factory.mktemp("demo"))
+
+
+@pytest.fixture(scope="session")
 def shared_data() -> Path:
     """../shared/data (or $RECEVAL_SHARED_DATA); tests using it skip with a reason when absent."""
     if not (SHARED_DATA / "ml-100k" / "u.data").exists():

@@ -169,14 +169,12 @@ def summary_rows(data: ReportData, k: int) -> list[dict[str, Any]]:
 
 def sentences(data: ReportData, k: int) -> list[str]:
     """One sentence per compared model: its NDCG@k difference to the baseline with interval and
-    adjusted p-value, and the catalogue coverage of both."""
+    adjusted p-value, joined by "but" to the catalogue coverage of both when coverage moves the
+    other way (a trade-off), else by "and"; then one for the baseline itself."""
     if data.comparisons.empty:
         return []
-    coverage = data.metrics[
-        (data.metrics["metric"] == "coverage")
-        & (data.metrics["segment"] == "all")
-        & (data.metrics["k"] == k)
-    ].set_index("model")["value"]
+    at_k = data.metrics[(data.metrics["segment"] == "all") & (data.metrics["k"] == k)]
+    coverage = at_k[at_k["metric"] == "coverage"].set_index("model")["value"]
     out = []
     focus = data.comparisons[
         (data.comparisons["segment"] == "all")
@@ -192,10 +190,19 @@ def sentences(data: ReportData, k: int) -> list[str]:
             f"(Holm-adjusted p = {r.p_holm:.2g}{'' if significant else ', not significant'})"
         )
         if r.model in coverage and r.baseline in coverage:
+            wider = coverage[r.model] > coverage[r.baseline]
+            joint = "but" if wider != (r.mean_diff > 0) else "and"
             text += (
-                f", and covers {100 * coverage[r.model]:.1f}% of the catalogue vs "
+                f", {joint} covers {100 * coverage[r.model]:.1f}% of the catalogue vs "
                 f"{100 * coverage[r.baseline]:.1f}%"
             )
+        out.append(text + ".")
+    baseline = focus["baseline"].iloc[0] if len(focus) else None
+    ndcg = at_k[(at_k["metric"] == "ndcg") & (at_k["model"] == baseline)]
+    if len(ndcg):
+        text = f"{baseline} is the baseline: NDCG@{k} {ndcg['value'].iloc[0]:.4f}"
+        if baseline in coverage:
+            text += f", covering {100 * coverage[baseline]:.1f}% of the catalogue"
         out.append(text + ".")
     return out
 
@@ -205,7 +212,7 @@ def render(data: ReportData) -> tuple[str, str]:
     k = headline_k(data)
     environment = jinja2.Environment(
         loader=jinja2.PackageLoader("receval_spark.report", "templates"),
-        autoescape=jinja2.select_autoescape(["html"]),
+        autoescape=jinja2.select_autoescape(["html.j2"]),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,

@@ -10,24 +10,18 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
-import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pyspark
 import pytest
 from conftest import kept_sql_conf
+from demo_job import DATE_A, DATE_M, VENV_BIN, DemoRuns, explain, run, snapshot
 
 from receval_spark.cli import main
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-VENV_BIN = Path(sys.executable).parent
-TIMEOUT = 900  # seconds per subprocess: each starts its own JVM on a possibly busy machine
-DATE_M, DATE_A = "2026-01-01", "2026-01-02"  # python -m run, then receval runs (twice)
 ACCURACY = {"precision", "recall", "hit_rate", "mrr", "map", "ndcg", "arhr", "f1"}
 
 METRICS_TYPES = [
@@ -65,32 +59,6 @@ PER_USER_TYPES = [
     ("k", "int"),
     ("value", "double"),
 ]
-
-
-def job_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYSPARK_PYTHON"] = sys.executable
-    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    return env
-
-
-def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        argv, cwd=REPO, env=job_env(), capture_output=True, text=True, timeout=TIMEOUT
-    )
-
-
-def explain(proc: subprocess.CompletedProcess[str]) -> str:
-    return f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-6000:]}"
-
-
-def snapshot(root: Path, date: str) -> dict[str, bytes | None]:
-    """Files (bytes) and folders (None) of every dataset's partition for ``date``."""
-    return {
-        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
-        for part in sorted(root.glob(f"*/run_date={date}"))
-        for p in [part, *sorted(part.rglob("*"))]
-    }
 
 
 def read(spark, output: Path, dataset: str, date: str):
@@ -136,49 +104,6 @@ def has_types(df, expected: list[tuple[str, str]]) -> None:
     assert [(name, actual[name]) for name, _ in expected] == expected
     order = [df.columns.index(name) for name, _ in expected]
     assert order == sorted(order), df.columns
-
-
-@dataclass
-class DemoRuns:
-    output: Path
-    after_first: Path  # copy of the output after the first receval run (before the re-run)
-    by_module: subprocess.CompletedProcess[str]
-    first: subprocess.CompletedProcess[str]
-    again: subprocess.CompletedProcess[str]
-    date_m_before_rerun: dict[str, bytes | None]
-
-
-@pytest.fixture(scope="module")
-def demo_runs(tmp_path_factory) -> DemoRuns:
-    """conf/demo.yaml three times into one output folder:
-    ``python -m receval_spark`` for DATE_M, then ``receval`` for DATE_A, then DATE_A again."""
-    tmp = tmp_path_factory.mktemp("demo")
-    output = tmp / "reports"
-
-    def evaluate(launcher: list[str], date: str) -> subprocess.CompletedProcess[str]:
-        return run(
-            [
-                *launcher,
-                "evaluate",
-                "--config",
-                "conf/demo.yaml",
-                "--set",
-                f"output.path={output}",
-                "--set",
-                f"run.date={date}",
-                "--set",
-                "evaluation.embeddings.source=none",  # ALS is covered by test_als.py
-            ]
-        )
-
-    by_module = evaluate([sys.executable, "-m", "receval_spark"], DATE_M)
-    first = evaluate([str(VENV_BIN / "receval")], DATE_A)
-    after_first = tmp / "after_first"
-    if output.exists():
-        shutil.copytree(output, after_first)
-    date_m_before_rerun = snapshot(output, DATE_M)
-    again = evaluate([str(VENV_BIN / "receval")], DATE_A)
-    return DemoRuns(output, after_first, by_module, first, again, date_m_before_rerun)
 
 
 def test_receval_evaluate_demo_writes_the_contract_reports(spark, demo_runs: DemoRuns) -> None:
@@ -375,6 +300,11 @@ def test_report_renders_the_demo_run_from_parquet_alone(demo_runs: DemoRuns, tmp
     )
     html = out.read_text(encoding="utf-8")
     markdown = out.with_suffix(".md").read_text(encoding="utf-8")
+    # receval evaluate rendered the same page after its commit (only the history can differ)
+    rendered = demo_runs.after_first / "report" / DATE_A / "report.html"
+    assert rendered.is_file() and rendered.with_suffix(".md").is_file()
+    assert "demo-ml-latest-small" in rendered.read_text(encoding="utf-8")
+
     metrics = pd.read_parquet(demo_runs.after_first / "metrics" / f"run_date={DATE_A}")
     runs = pd.read_parquet(demo_runs.after_first / "runs" / f"run_date={DATE_A}")
     at10 = metrics[(metrics.segment == "all") & (metrics.k == 10)]
@@ -383,8 +313,45 @@ def test_report_renders_the_demo_run_from_parquet_alone(demo_runs: DemoRuns, tmp
         for metric in ("ndcg", "precision", "recall"):
             value = at10[(at10.model == model) & (at10.metric == metric)].value.iloc[0]
             assert f"{value:.4f}" in html, (model, metric)
+    # every metric at every k, for every model, with the Parquet value, in the metrics table
+    table = html[html.index('<table id="metrics">') :]
+    table = table[: table.index("</table>")]
+    overall = metrics[metrics.segment == "all"]
+    assert set(overall.metric) >= {"ndcg", "coverage", "gini", "novelty", "personalization"}
+    for r in overall.itertuples():
+        row = table[table.index(f"<tr><td>{r.metric}@{r.k}</td>") :]
+        row = row[: row.index("</tr>")]
+        assert f"{r.value:.4f}" in row, (r.model, r.metric, r.k)
     for check in runs.checks.iloc[0]:
         assert check["name"] in html and check["name"] in markdown
-    assert html.count("data:image/png;base64,") >= 3  # curves, precision-recall, trade-off
+    split = json.loads(runs.split.iloc[0])
+    assert f"<td>train</td><td>{split['train']['rows']}</td>" in html
+    assert f"<td>test</td><td>{split['test']['rows']}</td>" in html
+    titles = ("Metrics at each k", "Precision-recall", "Accuracy vs catalogue coverage")
+    assert all(title in html for title in (*titles, "Long tail", "NDCG@10 by segment"))
+    assert "History" in html  # two run dates under the folder: DATE_M and DATE_A
+    assert html.count("data:image/png;base64,") >= 6
     assert "http://" not in html and "https://" not in html  # self-contained
-    assert "random trails popularity on NDCG@10" in html
+    assert "random trails popularity on NDCG@10" in html and "but covers" in html
+
+
+def test_long_tail_dataset_adds_up_to_the_catalogue_and_the_lists(demo_runs: DemoRuns) -> None:
+    import pandas as pd
+
+    out = demo_runs.after_first
+    tail = pd.read_parquet(out / "long_tail" / f"run_date={DATE_A}")
+    metrics = pd.read_parquet(out / "metrics" / f"run_date={DATE_A}")
+    split = json.loads(pd.read_parquet(out / "runs" / f"run_date={DATE_A}").split.iloc[0])
+    n_users = int(metrics[(metrics.metric == "ndcg") & (metrics.segment == "all")].n_users.max())
+    coverage = metrics[(metrics.metric == "coverage") & (metrics.segment == "all")]
+    for (model, k), group in tail.groupby(["model", "k"]):
+        catalogue = group[group.popularity_bin >= 0]
+        assert catalogue.n_items.sum() == split["train"]["items"]
+        assert catalogue.train_interactions.sum() == split["train"]["rows"]
+        assert (catalogue.min_interactions == 2**catalogue.popularity_bin).all()
+        expected = coverage[(coverage.model == model) & (coverage.k == k)].value.iloc[0]
+        assert catalogue.n_recommended_items.sum() / catalogue.n_items.sum() == pytest.approx(
+            expected, abs=1e-12
+        )
+        if model == "popularity":  # a full list for every evaluated user
+            assert group.recommendations.sum() == k * n_users

@@ -27,6 +27,7 @@ from receval_spark.metrics.beyond import (
     item_statistics,
     jaccard_pair_distances,
     list_counts,
+    long_tail,
     novelty,
     per_user_beyond,
     personalization,
@@ -127,6 +128,41 @@ def test_catalogue_counts_distinct_users_and_interactions(spark):
     row = one_row(totals)
     assert (row.n_catalogue, row.n_train_users) == (5, 3)
     assert row.mean_item_interactions == pytest.approx(8 / 5, abs=TOL)
+
+
+def test_long_tail_worked_example(spark):
+    catalogue, _ = catalogue_of(spark, EXAMPLE_HISTORY)
+    lists = frame(spark, EXAMPLE_LISTS, LISTS)
+
+    table = long_tail(item_exposure(lists, catalogue, by=["k"]), catalogue, by=["k"])
+
+    got = {
+        r.popularity_bin: (
+            r.n_items,
+            r.train_interactions,
+            r.n_recommended_items,
+            r.recommendations,
+        )
+        for r in table.collect()
+    }
+    # interactions 1 -> 3, 2 -> 1, 3 -> 1, 4 -> 2, 5 -> 1: bin 0 (1 interaction) = {2, 3, 5},
+    # bin 1 (2-3 interactions) = {1, 4}; item 9 is outside the catalogue: bin -1.
+    # f: 1 -> 2, 2 -> 1, 3 -> 1, 4 -> 1, 9 -> 1
+    assert got == {
+        0: (3, 3, 2, 2),  # items 2, 3 recommended once each; 5 never
+        1: (2, 5, 2, 3),  # item 1 twice, item 4 once
+        -1: (0, 0, 1, 1),  # item 9
+    }
+
+
+def test_long_tail_gives_every_group_every_catalogue_bin(spark):
+    catalogue, _ = catalogue_of(spark, EXAMPLE_HISTORY)
+    lists = frame(spark, [(1, 1, 1), (1, 2, 1), (1, 2, 2)], LISTS)  # k = 1 shows only item 1
+
+    table = long_tail(item_exposure(lists, catalogue, by=["k"]), catalogue, by=["k"])
+
+    got = {(r.k, r.popularity_bin): r.recommendations for r in table.collect()}
+    assert got == {(1, 0): 0, (1, 1): 1, (2, 0): 1, (2, 1): 1}
 
 
 # --- coverage, gini, entropy --------------------------------------------------------------

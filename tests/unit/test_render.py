@@ -1,0 +1,143 @@
+"""The human report's text, tables and page from small hand-made report frames (no Spark)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from receval_spark.report.render import (
+    ReportData,
+    history_rows,
+    metric_table,
+    render,
+    sentences,
+    split_parts,
+)
+
+
+def metric(model, name, value, k=10, date="2026-11-03", segment="all", low=None, high=None):
+    return {
+        "run_id": f"r-{date}",
+        "model": model,
+        "segment": segment,
+        "protocol": "full",
+        "metric": name,
+        "k": k,
+        "value": value,
+        "n_users": 100,
+        "std": None,
+        "ci_low": low,
+        "ci_high": high,
+        "run_date": date,
+    }
+
+
+METRICS = [
+    metric("popularity", "ndcg", 0.30, low=0.25, high=0.35),
+    metric("popularity", "coverage", 0.01),
+    metric("random", "ndcg", 0.01),
+    metric("random", "coverage", 0.14),
+    metric("knn", "ndcg", 0.35),
+    metric("knn", "coverage", 0.20),
+    metric("popularity", "ndcg", 0.25, k=5),
+    metric("popularity", "gini", 0.99, k=None),  # a metric without a cut-off
+]
+HISTORY = [
+    metric("popularity", "ndcg", 0.28, date="2026-11-01"),
+    metric("popularity", "ndcg", 0.29, date="2026-11-02"),
+    metric("random", "ndcg", 0.02, date="2026-11-02"),
+]
+
+
+def comparison(model, diff, low, high, p):
+    return {
+        "model": model,
+        "baseline": "popularity",
+        "segment": "all",
+        "metric": "ndcg",
+        "k": 10,
+        "n_users": 100,
+        "mean_diff": diff,
+        "ci_low": low,
+        "ci_high": high,
+        "p_holm": p,
+    }
+
+
+def data() -> ReportData:
+    metrics = pd.DataFrame(METRICS)
+    return ReportData(
+        date="2026-11-03",
+        metrics=metrics.drop(columns="run_date"),
+        comparisons=pd.DataFrame(
+            [
+                comparison("random", -0.29, -0.33, -0.25, 1e-12),
+                comparison("knn", 0.05, -0.01, 0.11, 0.2),
+            ]
+        ),
+        long_tail=pd.DataFrame(),
+        run={
+            "run_id": "r-2026-11-03",
+            "run_name": "nightly",
+            "status": "regressed",
+            "n_users_evaluated": 100,
+            "config": {"run": {"name": "nightly"}},
+            "split": {
+                "method": "global_temporal",
+                "cutoff": "2026-01-01T00:00:00+00:00",
+                "train": {"rows": 900, "users": 90, "items": 50},
+                "test": {"rows": 100, "users": 40, "items": 30},
+            },
+            "versions": {"receval_spark": "0"},
+            "checks": [{"name": "no_temporal_leakage", "passed": True, "detail": "ok"}],
+            "warnings": [],
+            "alerts": ["regression: ndcg@10 of knn on all is 0.35 <crafted>"],
+        },
+        history=pd.DataFrame(HISTORY + METRICS),
+    )
+
+
+def test_sentences_state_each_models_trade_off_in_words():
+    said = sentences(data(), 10)
+
+    assert said == [
+        "knn beats popularity on NDCG@10 by 0.0500 [-0.0100, +0.1100] over 100 users "
+        "(Holm-adjusted p = 0.2, not significant), and covers 20.0% of the catalogue vs 1.0%.",
+        "random trails popularity on NDCG@10 by 0.2900 [-0.3300, -0.2500] over 100 users "
+        "(Holm-adjusted p = 1e-12), but covers 14.0% of the catalogue vs 1.0%.",
+        "popularity is the baseline: NDCG@10 0.3000, covering 1.0% of the catalogue.",
+    ]
+
+
+def test_history_lists_every_date_up_to_the_report_with_gaps_left_blank():
+    rows = history_rows(data(), 10)
+
+    assert rows["metric"] == "ndcg@10"
+    assert rows["dates"] == ["2026-11-01", "2026-11-02", "2026-11-03"]
+    values = {r["model"]: r["values"] for r in rows["rows"]}
+    assert values["popularity"] == ["0.2800", "0.2900", "0.3000"]
+    assert values["knn"] == ["n/a", "n/a", "0.3500"]  # new model: no history
+
+
+def test_metric_table_has_every_metric_and_cut_off_per_model():
+    table = metric_table(data())
+
+    assert table["models"] == ["knn", "popularity", "random"]
+    rows = {r["metric"]: r["cells"] for r in table["rows"]}
+    assert set(rows) == {"coverage@10", "gini", "ndcg@5", "ndcg@10"}
+    assert rows["ndcg@10"][1] == ("0.3000", "[0.2500, 0.3500]")
+    assert rows["ndcg@5"][0] == ("", "")  # knn has no ndcg@5
+
+
+def test_split_parts_are_the_parts_with_counts():
+    parts = split_parts(data().run["split"])
+    assert [(p["part"], p["rows"]) for p in parts] == [("train", 900), ("test", 100)]
+
+
+def test_page_escapes_text_and_shows_alerts_first():
+    html, markdown = render(data())
+
+    assert html.index('id="alerts"') < html.index('id="summary"')
+    assert "&lt;crafted&gt;" in html and "<crafted>" not in html  # autoescaped
+    assert "**Regression alerts:**" in markdown and "<crafted>" in markdown
+    assert html.count("data:image/png;base64,") >= 3  # curves, trade-off, history
+    assert "<th>2026-11-01</th>" in html

@@ -145,7 +145,9 @@ def exposure_blocks(exposure: DataFrame, *, by: Sequence[str]) -> DataFrame:
 
 
 def exposure_distribution(blocks: DataFrame, totals: DataFrame, *, by: Sequence[str]) -> DataFrame:
-    """(*by, coverage, gini, entropy) from the exposure counts f_i of catalogue items.
+    """(*by, coverage, gini, entropy) from the exposure counts f_i of catalogue items; blocks
+    outside the catalogue count as c = 0 items (lists of unknown items only: coverage 0, and
+    Gini and entropy undefined, null).
 
     Gini counts never-recommended catalogue items as f = 0 without materialising them: the
     n0 zero items take the first n0 positions of the ascending order, and items sharing a
@@ -161,7 +163,7 @@ def exposure_distribution(blocks: DataFrame, totals: DataFrame, *, by: Sequence[
     start = (n - F.sum("c").over(group)) + F.coalesce(F.sum("c").over(smaller), F.lit(0))
     positions = c * start + c * (c + 1) / 2  # sum of 1-based positions start+1 .. start+c
     terms = (
-        blocks.filter(F.col("in_catalogue"))
+        blocks.withColumn("c", F.when(F.col("in_catalogue"), F.col("c")).otherwise(F.lit(0)))
         .crossJoin(F.broadcast(totals))
         .select(
             *by,
@@ -172,10 +174,11 @@ def exposure_distribution(blocks: DataFrame, totals: DataFrame, *, by: Sequence[
             (f * (2 * positions - c * (n + 1))).alias("gini_term"),
         )
     )
-    return terms.groupBy(*by).agg(
+    mass = F.sum("mass")
+    return terms.groupBy(*by).agg(  # lists without a catalogue item: coverage 0, no Gini/entropy
         (F.sum("c") / F.first("n")).alias("coverage"),
-        (F.sum("gini_term") / (F.first("n") * F.sum("mass"))).alias("gini"),
-        (F.log2(F.sum("mass")) - F.sum("mass_log") / F.sum("mass")).alias("entropy"),
+        F.try_divide(F.sum("gini_term"), F.first("n") * mass).alias("gini"),
+        (F.log2(mass) - F.try_divide(F.sum("mass_log"), mass)).alias("entropy"),
     )
 
 

@@ -184,6 +184,15 @@ def test_exposure_distribution_worked_example(spark):
     assert row.entropy == pytest.approx(1.9219280948873623, abs=TOL)
 
 
+def test_lists_of_unknown_items_only_have_coverage_0(spark):
+    catalogue, totals = catalogue_of(spark, EXAMPLE_HISTORY)
+    lists = frame(spark, [(1, 2, 9), (2, 2, 9), (2, 2, 8)], LISTS)  # 8, 9 are outside I
+
+    row = one_row(exposure_distribution(blocks_of(lists, catalogue), totals, by=["k"]))
+
+    assert (row.coverage, row.gini, row.entropy) == (0.0, None, None)
+
+
 def test_gini_is_0_for_equal_exposure_over_the_whole_catalogue(spark):
     catalogue, totals = catalogue_of(spark, [(10, 1), (10, 2), (11, 3)])
     # k = 1: every catalogue item in exactly one list; k = 3: every item in both lists

@@ -1,0 +1,142 @@
+"""notebooks/explore_reports.ipynb runs top to bottom in a real Jupyter kernel (this venv's
+interpreter) on the reports of two nightly runs of a crafted log, the second one regressed."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import kept_sql_conf
+from test_checks import crafted_log, job_config
+
+from receval_spark.cli import EXIT_REGRESSED, main
+
+nbclient = pytest.importorskip("nbclient", reason="nbclient missing: pip install -e '.[test]'")
+nbformat = pytest.importorskip("nbformat", reason="nbformat missing: pip install -e '.[test]'")
+pytest.importorskip("ipykernel", reason="ipykernel missing: pip install -e '.[test]'")
+from jupyter_client.kernelspec import KernelSpecManager  # noqa: E402 (after the skips)
+from jupyter_client.manager import KernelManager  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOK = REPO / "notebooks" / "explore_reports.ipynb"
+DATES = ["2026-12-01", "2026-12-02"]
+MODELS = {"popularity", "ext"}
+
+
+def nightly_reports(spark, tmp: Path) -> Path:
+    """Two run dates. ``ext`` first recommends each warm user their test item, then one
+    unknown item to everybody (an ndcg@10 drop the alert rule flags); each list also holds a
+    train item the user has not seen, so ``ext`` has a coverage on both dates (a model whose
+    lists hold no train item gets no coverage row)."""
+    columns = ["user_id", "item_id", "score"]
+    users = range(1, 5)
+    other = {u: 10 * (u % 4 + 1) for u in users}  # another warm user's train item
+    good = pd.DataFrame(
+        [r for u in users for r in [(u, 100 + u, 1.0), (u, other[u], 0.5)]], columns=columns
+    )
+    bad = pd.DataFrame([r for u in users for r in [(u, 200, 1.0), (u, 20, 0.5)]], columns=columns)
+    raw = job_config(
+        tmp,
+        crafted_log(reconsumed=False),
+        [{"name": "popularity", "kind": "popularity"}, {"name": "ext", "kind": "external"}],
+    )
+    # Tiny input: one shuffle partition and no AQE re-planning halve the Spark jobs of a run
+    # (both keys are restored by kept_sql_conf).
+    raw["spark"]["conf"] = {"spark.sql.shuffle.partitions": 1, "spark.sql.adaptive.enabled": False}
+    raw["evaluation"].update(
+        k=[2, 10],
+        metrics=["ndcg", "coverage"],
+        segments=[],
+        baseline=None,
+        alerts=[{"metric": "ndcg", "k": 10, "max_relative_drop": 0.05, "window": 1}],
+    )
+    config = tmp / "job.yaml"
+    statuses = []
+    for date, recs in zip(DATES, [good, bad], strict=True):
+        night = tmp / f"recs-{date}.parquet"
+        recs.to_parquet(night, index=False)
+        raw["models"][1]["path"] = str(night)
+        config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+        with kept_sql_conf(spark):
+            statuses.append(
+                main(["evaluate", "--config", str(config), "--set", f"run.date={date}"])
+            )
+    assert statuses == [0, EXIT_REGRESSED]
+    return tmp / "reports"
+
+
+def venv_kernel(tmp: Path) -> KernelManager:
+    """A ``python3`` kernel pinned to this interpreter (sys.executable), whatever kernelspecs
+    the user's Jupyter paths hold."""
+    spec = tmp / "kernels" / "python3"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    kernel = {"argv": argv, "display_name": "receval venv", "language": "python"}
+    (spec / "kernel.json").write_text(json.dumps(kernel), encoding="utf-8")
+    specs = KernelSpecManager(kernel_dirs=[str(spec.parent)])
+    assert specs.get_kernel_spec("python3").argv[0] == sys.executable
+    return KernelManager(kernel_name="python3", kernel_spec_manager=specs)
+
+
+def text_of(cell) -> str:
+    """Everything a cell printed or displayed, as text (plain and HTML)."""
+    parts = []
+    for out in cell.get("outputs", []):
+        if out.output_type == "stream":
+            parts.append(out.text)
+        elif out.output_type in ("display_data", "execute_result"):
+            parts += [out.data.get("text/plain", ""), out.data.get("text/html", "")]
+    return "\n".join(parts)
+
+
+def test_the_notebook_explores_two_nightly_runs(spark, tmp_path, monkeypatch):
+    reports = nightly_reports(spark, tmp_path)
+    monkeypatch.setenv("RECEVAL_REPORTS", str(reports))  # the kernel inherits os.environ
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    # The notebook's own short-lived JVM: the C1 JIT alone halves its start-up CPU time.
+    monkeypatch.setenv(
+        "PYSPARK_SUBMIT_ARGS", "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell"
+    )
+
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "stored outputs"
+    client = nbclient.NotebookClient(
+        nb,
+        km=venv_kernel(tmp_path),
+        timeout=600,
+        startup_timeout=120,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(REPO)}},
+    )
+    client.execute()  # raises CellExecutionError on the first failing cell
+
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.execution_count for c in code), "a cell did not run"
+    assert not [o for c in code for o in c.outputs if o.output_type == "error"]
+    cell = {tag: c for c in code for tag in c.metadata.get("tags", [])}
+
+    setup = text_of(cell["setup"])
+    assert f"python  {sys.executable}" in setup
+    assert f"reports {reports.resolve()}" in setup
+
+    runs = text_of(cell["runs"])
+    assert all(d in runs for d in DATES)
+    assert "succeeded" in runs and "regressed" in runs
+    assert "regression: ndcg@10 of ext on all" in runs
+
+    assert f"date {DATES[-1]}, k = 10 (of [2, 10]), protocol full" in text_of(cell["choose"])
+    pivot = text_of(cell["pivot"])
+    assert all(m in pivot for m in MODELS)
+    assert "ndcg" in pivot and "coverage" in pivot and "NaN" not in pivot
+
+    plot = cell["plot"]
+    assert any("image/png" in o.get("data", {}) for o in plot.outputs), "no figure"
+    assert f"plotted {len(DATES)} run dates, {len(MODELS)} models" in text_of(plot)

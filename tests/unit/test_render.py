@@ -141,3 +141,31 @@ def test_page_escapes_text_and_shows_alerts_first():
     assert "**Regression alerts:**" in markdown and "<crafted>" in markdown
     assert html.count("data:image/png;base64,") >= 3  # curves, trade-off, history
     assert "<th>2026-11-01</th>" in html
+
+
+def test_a_session_run_renders_with_percentages_and_no_comparisons():
+    rows = [
+        {**metric(model, name, value, k=k), "protocol": "session"}
+        for model in ("pop", "s-pop")
+        for k in (5, 10, 20)
+        for name, value in (("recall", 0.1234), ("mrr", 0.05), ("coverage", 0.3))
+    ]
+    session = ReportData(
+        date="2026-11-03",
+        metrics=pd.DataFrame(rows).drop(columns="run_date"),
+        comparisons=pd.DataFrame(),
+        long_tail=pd.DataFrame(),
+        run={
+            **data().run,
+            "status": "succeeded",
+            "alerts": [],
+            "split": {"steps": [{"step": "raw", "clicks": 10}], "test": {"rows": 5, "sessions": 2}},
+        },
+        history=pd.DataFrame(rows),
+    )
+
+    html, markdown = render(session)
+
+    assert "12.34%" in html and "| pop |" in markdown
+    assert "<td>test</td><td>5</td><td>2</td>" in html
+    assert 'id="alerts"' not in html

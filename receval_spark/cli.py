@@ -8,17 +8,18 @@ record is written first, with the failure stated); 3 a regression alert fired
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import sys
 import traceback
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import click
 
 from receval_spark.config import SessionJobConfig, load_config
-from receval_spark.errors import SetupError, UserError
+from receval_spark.errors import SetupError, UserError, first_line
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_REGRESSED = 0, 1, 2, 3
 HEADLINE_METRICS = ("ndcg", "map", "recall", "precision", "mrr")
@@ -33,10 +34,35 @@ def new_run_id(now: dt.datetime) -> str:
     return f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
 
 
+def _set_verbose(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """Record ``--verbose`` in the options dict that ``main`` reads when a command fails."""
+    if value:
+        ctx.ensure_object(dict)["verbose"] = True
+
+
+# Accepted before the command (receval -v evaluate ...) and after it (spark-submit
+# jobs/evaluate.py -v ...).
+VERBOSE_OPTION = click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    is_eager=True,
+    expose_value=False,
+    callback=_set_verbose,
+    help="On a failure, also print the Python (and Java) stack traces.",
+)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="receval_spark")
+@VERBOSE_OPTION
 def cli() -> None:
     """Offline evaluation of recommender systems on Spark."""
+
+
+def _verbose() -> bool:
+    """Whether ``--verbose`` was given, before or after the command."""
+    return bool(click.get_current_context().ensure_object(dict).get("verbose"))
 
 
 CONFIG_OPTION = click.option(
@@ -50,8 +76,21 @@ SET_OPTION = click.option(
     help="Override a config key (dotted, value parsed as YAML); repeatable.",
 )
 
+REMOTE_OPTION = click.option(
+    "--remote",
+    "remote",
+    default=None,
+    metavar="sc://HOST:PORT",
+    help="Run as a Spark Connect client of this server (same as --set spark.remote=...).",
+)
 
-def _run(config: Any, runner: Callable[..., Any]) -> tuple[Any, str, dt.date]:
+
+def _with_remote(overrides: tuple[str, ...], remote: str | None) -> tuple[str, ...]:
+    """``--remote URL`` as the last ``--set``: it wins over the config file and other --sets."""
+    return (*overrides, f"spark.remote={remote}") if remote else overrides
+
+
+def _run(config: Any, runner: Callable[..., Any], *, verbose: bool) -> tuple[Any, str, dt.date]:
     """Start (or reuse) Spark, run ``runner`` for the config's run date, stop what we started."""
     from pyspark.sql import SparkSession  # imported late: --help and config errors stay fast
 
@@ -61,14 +100,39 @@ def _run(config: Any, runner: Callable[..., Any]) -> tuple[Any, str, dt.date]:
     run_date = config.run.date or started.date()
     run_id = new_run_id(started)
     owns_session = SparkSession.getActiveSession() is None
-    spark = build_session(config.spark, app_name=f"receval:{config.run.name}")
+    spark = build_session(config.spark, app_name=f"receval:{config.run.name}", quiet=not verbose)
     try:
-        result = runner(spark, config, run_id=run_id, run_date=run_date, clock=utc_now)
+        with contextlib.nullcontext() if verbose else _quiet_failures():
+            result = runner(spark, config, run_id=run_id, run_date=run_date, clock=utc_now)
     finally:
         if owns_session:
             spark.stop()
     _render(config.output.path, run_date)
     return result, run_id, run_date
+
+
+# PySpark's (Python) loggers of an error's DataFrame or SQL query context: they print a trace.
+_PYSPARK_TRACE_LOGGERS = ("DataFrameQueryContextLogger", "SQLQueryContextLogger")
+
+
+@contextlib.contextmanager
+def _quiet_failures() -> Iterator[None]:
+    """Silence PySpark's query-context loggers while the job runs, and restore them after: the
+    job's one ``error:`` line says what failed (``--verbose`` keeps them). The Java side is
+    quieted by the log4j configuration of the session (``session.QUIET_LOG4J``)."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    loggers = [PySparkLogger.getLogger(name) for name in _PYSPARK_TRACE_LOGGERS]
+    saved = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, saved, strict=True):
+            logger.setLevel(level)
 
 
 def _render(output_path: str, run_date: dt.date) -> None:
@@ -107,12 +171,14 @@ def _finish(evaluation: Any) -> int:
 @cli.command()
 @CONFIG_OPTION
 @SET_OPTION
-def evaluate(config_path: str, overrides: tuple[str, ...]) -> int:
+@REMOTE_OPTION
+@VERBOSE_OPTION
+def evaluate(config_path: str, overrides: tuple[str, ...], remote: str | None) -> int:
     """Split, score every configured model and write the reports for run.date."""
-    config = load_config(config_path, overrides)
+    config = load_config(config_path, _with_remote(overrides, remote))
     from receval_spark.pipeline import run_job
 
-    evaluation, run_id, run_date = _run(config, run_job)
+    evaluation, run_id, run_date = _run(config, run_job, verbose=_verbose())
     click.echo(
         f"run {run_id} ({run_date}): {evaluation.n_users_evaluated} users evaluated; "
         f"reports in {config.output.path}"
@@ -137,12 +203,14 @@ def evaluate(config_path: str, overrides: tuple[str, ...]) -> int:
 @cli.command()
 @CONFIG_OPTION
 @SET_OPTION
-def sessions(config_path: str, overrides: tuple[str, ...]) -> int:
+@REMOTE_OPTION
+@VERBOSE_OPTION
+def sessions(config_path: str, overrides: tuple[str, ...], remote: str | None) -> int:
     """Session-based next-item protocol: preprocess, split, predict every next click."""
-    config = load_config(config_path, overrides, schema=SessionJobConfig)
+    config = load_config(config_path, _with_remote(overrides, remote), schema=SessionJobConfig)
     from receval_spark.session_pipeline import run_sessions
 
-    evaluation, run_id, run_date = _run(config, run_sessions)
+    evaluation, run_id, run_date = _run(config, run_sessions, verbose=_verbose())
     click.echo(
         f"run {run_id} ({run_date}): {evaluation.n_events} prediction events; "
         f"reports in {config.output.path}"
@@ -160,6 +228,7 @@ def sessions(config_path: str, overrides: tuple[str, ...]) -> int:
 @click.option(
     "--out", "out", default=None, help="HTML file (default: REPORTS/report/DATE/report.html)."
 )
+@VERBOSE_OPTION
 def report(reports: str, date: str | None, out: str | None) -> int:
     """Render the human report (HTML and Markdown) from the Parquet reports alone."""
     from pathlib import Path
@@ -185,12 +254,17 @@ def _p(value: float | None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line and return its exit status (never raises)."""
+    """Run the command line and return its exit status (never raises).
+
+    A failure prints one line on stderr; ``--verbose`` prints the stack trace before it.
+    """
+    options = {"verbose": False}
     try:
         result = cli.main(
             args=list(argv) if argv is not None else None,
             prog_name="receval",
             standalone_mode=False,
+            obj=options,
         )
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
@@ -201,19 +275,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         click.echo("aborted", err=True)
         return EXIT_FAILURE
     except UserError as exc:
-        click.echo(f"error: {exc}", err=True)
+        _error(str(exc), verbose=options["verbose"])
         return EXIT_BAD_INPUT
     except SetupError as exc:
-        click.echo(f"error: {exc}", err=True)
+        _error(str(exc), verbose=options["verbose"])
         return EXIT_FAILURE
-    except Exception:
-        traceback.print_exc()
-        click.echo(
-            "error: the job failed (see above); no report was written or changed.",
-            err=True,
-        )
+    except Exception as exc:
+        if options["verbose"]:
+            _error("the job failed (see above); no report was written or changed.", verbose=True)
+        else:
+            _error(
+                f"{type(exc).__name__}: {first_line(exc)} (run with --verbose for the stack "
+                "trace); no report was written or changed.",
+                verbose=False,
+            )
         return EXIT_FAILURE
     return result if isinstance(result, int) else EXIT_OK
+
+
+def _error(message: str, *, verbose: bool) -> None:
+    """Print ``error: message`` as one line on stderr, after the stack trace when verbose."""
+    if verbose:
+        traceback.print_exc()
+    first, *rest = _lines(message) or ["(no message)"]
+    click.echo(f"error: {first} {'; '.join(rest)}".rstrip(), err=True)
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ No Spark import here: a configuration is checked completely before a session sta
 from __future__ import annotations
 
 import datetime as dt
+import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, get_args
@@ -35,8 +37,18 @@ class RunConfig(_Strict):
 
 class SparkConfig(_Strict):
     master: str = "local[*]"
-    remote: str | None = None  # sc://host:15002 for Spark Connect
+    remote: str | None = None  # a Spark Connect server, sc://host:15002
     conf: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+    @field_validator("remote")
+    @classmethod
+    def _connect_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"sc://[^/\s]+", value):
+            raise ValueError(
+                f"{value!r} is not a Spark Connect URL; give sc://HOST:PORT (e.g. "
+                "sc://127.0.0.1:15002), or leave spark.remote out for local Spark"
+            )
+        return value
 
 
 class OutputConfig(_Strict):
@@ -309,8 +321,8 @@ class JobConfig(_Strict):
         _check_model_names(names)
         if self.evaluation.baseline is not None and self.evaluation.baseline not in names:
             raise ValueError(
-                f"evaluation.baseline: {self.evaluation.baseline!r} is not a configured model "
-                f"(models: {names})"
+                f"evaluation.baseline: {self.evaluation.baseline!r} is not a configured model; "
+                f"use one of {names} or null"
             )
         needs_time = isinstance(self.split, GlobalTemporalSplit | LeaveLastNSplit)
         if needs_time and self.data.interactions.columns.timestamp is None:
@@ -501,15 +513,18 @@ def load_config(
     """Read a YAML config, apply ``KEY=VALUE`` overrides, resolve paths and validate.
 
     Relative paths written in the file resolve against the file's folder; relative paths
-    given with ``--set`` resolve against the current directory. Local input paths must exist.
+    given with ``--set`` resolve against the current directory. Local input paths must exist
+    and be readable; a local output path must be (or be creatable as) a writable folder.
     """
     config_path = Path(path)
     try:
         raw = yaml.safe_load(config_path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"--config: cannot read {config_path}: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"--config: {config_path} is not valid YAML: {exc}") from exc
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: undecodable text, a bad date
+        raise ConfigError(
+            f"--config: {config_path} is not valid YAML: {_yaml_problem(exc)}"
+        ) from exc
     if not isinstance(raw, dict):
         raise ConfigError(
             f"--config: {config_path} must hold a mapping of sections (run, data, ...)"
@@ -520,6 +535,7 @@ def load_config(
     _resolve_paths(raw, base=Path.cwd())
     config = validate_config(raw, schema=schema)
     _check_input_paths(config)
+    _check_output_path(config.output.path)
     return config
 
 
@@ -535,24 +551,36 @@ def _describe(exc: ValidationError) -> str:
     """One line per offending key. A value that fits none of a union's types yields one error
     per type with the type's name appended to the location; those merge into one line."""
     lines: dict[str, str] = {}
-    alternatives: dict[str, list[str]] = {}
+    alternatives: dict[str, list[tuple[str, Any]]] = {}
     for err in exc.errors():
         parts = [str(p) for p in err["loc"] if not _is_union_tag(p)]
         if len(parts) > 1 and _is_type_name(parts[-1]):
-            alternatives.setdefault(".".join(parts[:-1]), []).append(parts[-1])
-        key = ".".join(parts) or "config"
+            alternatives.setdefault(".".join(parts[:-1]), []).append((parts[-1], err))
         message = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             message = "unknown key (check its spelling against the README's config reference)"
         elif err["type"] == "missing":
             message = "required key is missing"
-        lines[key] = message
-    for key, types in alternatives.items():
-        if len(types) > 1:
-            for name in types:
+        elif err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            parts.append(err["ctx"]["discriminator"].strip("'"))
+            message = (
+                f"unknown value {err['ctx']['tag']!r}; use one of {err['ctx']['expected_tags']}"
+                if err["type"] == "union_tag_invalid"
+                else "required key is missing"
+            )
+        lines[".".join(parts)] = message
+    for key, found in alternatives.items():
+        if len(found) > 1:
+            for name, _ in found:
                 lines.pop(f"{key}.{name}", None)
-            lines[key] = f"expected a value of type {' or '.join(types)}"
-    return "invalid configuration:\n  " + "\n  ".join(f"{k}: {m}" for k, m in lines.items())
+            if all(err["type"] == "literal_error" for _, err in found):
+                choices = ", ".join(e["ctx"]["expected"].replace(" or ", ", ") for _, e in found)
+                lines[key] = f"unknown value {found[0][1]['input']!r}; use one of {choices}"
+            else:
+                lines[key] = f"expected a value of type {' or '.join(name for name, _ in found)}"
+    return "invalid configuration:\n  " + "\n  ".join(
+        f"{k}: {m}" if k else m for k, m in lines.items()
+    )
 
 
 def _is_type_name(part: str) -> bool:
@@ -583,8 +611,8 @@ def _apply_override(raw: dict[str, Any], override: str) -> None:
         raise ConfigError(f"--set {override!r}: expected KEY=VALUE, e.g. --set evaluation.k=[5,10]")
     try:
         value = yaml.safe_load(text) if text else None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"--set {key}: value is not valid YAML: {exc}") from exc
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: e.g. a date like 2026-13-45
+        raise ConfigError(f"--set {key}: value is not valid YAML: {_yaml_problem(exc)}") from exc
     parts = key.split(".")
     if parts[:2] == ["spark", "conf"] and len(parts) > 2:
         parts = [*parts[:2], ".".join(parts[2:])]  # Spark option names contain dots
@@ -598,6 +626,17 @@ def _apply_override(raw: dict[str, Any], override: str) -> None:
         node[last] = value
     else:
         raise ConfigError(f"--set {key}: {'.'.join(parts[:-1])} is not a section")
+
+
+def _yaml_problem(exc: Exception) -> str:
+    """What is wrong in a YAML text, and where (a bad date raises a plain ValueError)."""
+    problem = getattr(exc, "problem", None)
+    if problem is None:
+        return str(exc)
+    context = getattr(exc, "context", None)
+    mark = getattr(exc, "problem_mark", None)
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    return f"{context + ': ' if context else ''}{problem}{where}"
 
 
 def _child(node: Any, part: str, key: str) -> Any:
@@ -626,9 +665,11 @@ def _local_path(path: str) -> Path:
 def _resolve_paths(raw: dict[str, Any], *, base: Path) -> None:
     """Make relative local paths absolute against ``base`` (URIs such as s3a:// are left alone)."""
 
-    def fix(node: Any, key: str) -> None:
+    def fix(node: Any, key: str, name: str) -> None:
         if isinstance(node, dict) and isinstance(node.get(key), str):
             value = node[key]
+            if "\0" in value:
+                raise ConfigError(f"{name}: {value!r} holds a NUL character; fix the path")
             if _is_local(value) and not value.startswith("file:") and not Path(value).is_absolute():
                 node[key] = str((base / value).resolve())
 
@@ -636,9 +677,10 @@ def _resolve_paths(raw: dict[str, Any], *, base: Path) -> None:
         node: Any = raw
         for part in keys[:-1]:
             node = node.get(part) if isinstance(node, dict) else None
-        fix(node, keys[-1])
-    for model in raw.get("models") or []:
-        fix(model, "path")
+        fix(node, keys[-1], ".".join(keys))
+    models = raw.get("models")
+    for i, model in enumerate(models if isinstance(models, list) else []):
+        fix(model, "path", f"models.{i}.path")
 
 
 def _check_input_paths(config: JobConfig | SessionJobConfig) -> None:
@@ -657,7 +699,33 @@ def _check_input_paths(config: JobConfig | SessionJobConfig) -> None:
         if isinstance(m, ExternalModel | ExternalSessionModel)
     ]
     for key, path in sources:
-        if _is_local(path) and not _local_path(path).exists():
+        if not _is_local(path):
+            continue
+        local = _local_path(path)
+        if not os.path.exists(local):
             raise ConfigError(
                 f"{key}: {path} does not exist; point it at a readable file or folder"
             )
+        if not os.access(local, os.R_OK | (os.X_OK if os.path.isdir(local) else 0)):
+            raise ConfigError(
+                f"{key}: {path} is not readable by this user; fix its permissions or point "
+                "it at a readable copy"
+            )
+
+
+def _check_output_path(path: str) -> None:
+    """A local output.path must be a folder, or creatable as one, that this user can write."""
+    if not _is_local(path):
+        return
+    local = _local_path(path)
+    existing = next(p for p in (local, *local.parents) if os.path.exists(p))
+    if not os.path.isdir(existing):
+        raise ConfigError(
+            f"output.path: {existing} is a file, not a folder; point output.path at a folder "
+            "(it is created when missing)"
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"output.path: {existing} is not writable by this user; fix its permissions or "
+            "choose another folder"
+        )

@@ -26,7 +26,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from receval_spark.config import _FileSource
-from receval_spark.errors import InputError
+from receval_spark.errors import InputError, first_line
 
 REPORT_DATASETS = ("metrics", "comparisons", "long_tail", "per_user", "runs")
 _MARKER = "_COMMITTED"
@@ -56,7 +56,7 @@ def reading(key: str, path: str, fmt: str) -> Iterator[None]:
     try:
         yield
     except (PySparkException, Py4JJavaError) as exc:
-        reason = _first_line(exc)
+        reason = first_line(exc)
         raise InputError(
             f"{key}: cannot read {path} as {fmt}: {reason}. Check {key}.path, .format and the "
             "CSV options (header, delimiter, column_names)."
@@ -67,6 +67,9 @@ def read_table(spark: SparkSession, source: _FileSource, *, key: str) -> DataFra
     """Read a Parquet or CSV table as declared in the config (CSV types are inferred)."""
     uri = to_uri(source.path)
     with reading(key, source.path, source.format):
+        # a long-lived session (Spark Connect server, notebook) may hold a listing or cached
+        # plan of this path from an earlier run, before new files were written into it
+        spark.catalog.refreshByPath(uri)
         if source.format == "csv":
             df = spark.read.csv(
                 uri,
@@ -79,6 +82,10 @@ def read_table(spark: SparkSession, source: _FileSource, *, key: str) -> DataFra
         else:
             df = spark.read.parquet(uri)
         columns = df.columns
+    if not columns:
+        raise InputError(
+            f"{key}: {source.path} has no columns (an empty file?); point {key}.path at the table."
+        )
     if source.column_names is not None:
         if len(source.column_names) != len(columns):
             raise InputError(
@@ -87,11 +94,6 @@ def read_table(spark: SparkSession, source: _FileSource, *, key: str) -> DataFra
             )
         df = df.toDF(*source.column_names)
     return df
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def write_reports(
@@ -106,7 +108,7 @@ def write_reports(
     staging = f"{root_path}/_staging/{run_id}"
     try:
         for name, table in tables.items():
-            table.write.mode("errorifexists").parquet(
+            table.write.mode("error").parquet(
                 f"{root}/_staging/{run_id}/{name}/run_date={run_date}"
             )
         with filesystem.open_output_stream(f"{staging}/{_MARKER}") as marker:

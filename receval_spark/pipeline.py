@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 
 from receval_spark import __version__
 from receval_spark.alerts import regressions
+from receval_spark.cache import persist, releasing_cache
 from receval_spark.checks import run_checks, run_warnings
 from receval_spark.config import (
     EvaluationConfig,
@@ -127,12 +128,14 @@ class Evaluation:
 def load_interactions(spark: SparkSession, source: InteractionsSource) -> DataFrame:
     """Read, map and validate the interaction log (one validation pass)."""
     raw = read_table(spark, source, key="data.interactions")
-    interactions = canonical_interactions(
-        raw,
-        columns=source.columns,
-        timestamp_unit=source.timestamp_unit,
-        source="data.interactions",
-    ).persist()
+    interactions = persist(
+        canonical_interactions(
+            raw,
+            columns=source.columns,
+            timestamp_unit=source.timestamp_unit,
+            source="data.interactions",
+        )
+    )
     with reading("data.interactions", source.path, source.format):
         validate_interactions(interactions, columns=source.columns, source="data.interactions")
     return interactions
@@ -238,18 +241,18 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
     split_summary = describe_split(split)
     split_summary["filter_seen"] = settings.filter_seen
 
-    history = split.history.persist()
-    truth = relevant_items(split.test, config.relevance).persist()
-    users = truth.select(USER).distinct().persist()
+    history = persist(split.history)
+    truth = persist(relevant_items(split.test, config.relevance))
+    users = persist(truth.select(USER).distinct())
     n_users = users.count()
     if n_users == 0:
         raise InputError(
             "relevance: no test interaction is relevant, so no user can be evaluated; "
             "lower relevance.threshold or move split.cutoff earlier."
         )
-    seen = history.select(USER, ITEM).distinct().persist() if settings.filter_seen else None
-    catalogue = item_statistics(history).persist()
-    segments = user_segments(users, history, segments=settings.segments).persist()
+    seen = persist(history.select(USER, ITEM).distinct()) if settings.filter_seen else None
+    catalogue = persist(item_statistics(history))
+    segments = persist(user_segments(users, history, segments=settings.segments))
     if "activity" in settings.segments:
         thresholds = activity_thresholds(activity_counts(users, history)).collect()[0][0]
         split_summary["activity_quartiles"] = thresholds
@@ -270,14 +273,14 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
         )
         for model in config.models
     }
-    ranked_all = union_all(
-        [r.withColumn("model", F.lit(name)) for name, r in ranked.items()]
-    ).persist()
+    ranked_all = persist(
+        union_all([r.withColumn("model", F.lit(name)) for name, r in ranked.items()])
+    )
     models = spark.createDataFrame([(m.name,) for m in config.models], "model string")
     per_user_long = _accuracy_per_user(
         ranked_all, truth, segments, catalogue, models=models, settings=settings
     )
-    lists = top_k_lists(ranked_all, ks=ks).drop(RANK).persist()
+    lists = persist(top_k_lists(ranked_all, ks=ks).drop(RANK))
     inputs, skipped = _beyond_inputs(
         spark,
         config,
@@ -296,7 +299,7 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
         beyond_users = beyond_users.join(segments, on=USER)
     per_user_long = union_all([f for f in (per_user_long, beyond_users) if f is not None])
     if per_user_long is not None:
-        per_user_long = per_user_long.persist()
+        per_user_long = persist(per_user_long)
     rows = []
     if per_user_long is not None:
         averages = macro_average(per_user_long, by=["model", "segment", "metric", "k"])
@@ -384,7 +387,7 @@ def _beyond_inputs(
     warnings = []
     items = None
     if config.data.items is not None:
-        items = load_items(spark, config.data.items, interactions=interactions).persist()
+        items = persist(load_items(spark, config.data.items, interactions=interactions))
         summary["items"] = describe_items(items, catalogue)
         missing = summary["items"]["catalogue_items_without_categories"]
         if missing and config.data.items.columns.category is not None:
@@ -401,7 +404,7 @@ def _beyond_inputs(
     needs_vectors = "ild_embedding" in wanted or settings.serendipity.unexpected == "content"
     source = _embedding_source(config)
     if needs_vectors and source == "items":
-        units = unit_vectors(items.select(ITEM, "embedding")).persist()
+        units = persist(unit_vectors(items.select(ITEM, "embedding")))
     elif needs_vectors and source == "als":
         e = settings.embeddings
         vectors = als_item_embeddings(
@@ -412,7 +415,7 @@ def _beyond_inputs(
             alpha=e.alpha,
             seed=e.seed,
         )
-        units = unit_vectors(vectors).persist()
+        units = persist(unit_vectors(vectors))
     elif "ild_embedding" in wanted:
         warnings.append("ild_embedding skipped: evaluation.embeddings.source is none")
     summary["embeddings"] = source
@@ -437,7 +440,7 @@ def _beyond_inputs(
         keys = (USER, "k", ITEM)
     inputs = BeyondInputs(
         catalogue=catalogue,
-        totals=catalogue_totals(history, catalogue).persist(),
+        totals=persist(catalogue_totals(history, catalogue)),
         truth=truth,
         expected=expected,
         expected_keys=keys,
@@ -463,26 +466,32 @@ def run_job(
     run_date: dt.date,
     clock: Callable[[], dt.datetime],
 ) -> Evaluation:
-    """Evaluate and write every report dataset for ``run_date`` in one atomic commit."""
+    """Evaluate and write every report dataset for ``run_date`` in one atomic commit.
+
+    The job's persisted intermediates are released at the end, also on failure (a Spark
+    Connect server keeps them otherwise; see receval_spark.cache).
+    """
     started_at = clock()
-    evaluation = evaluate(spark, config)
-    tables = {
-        "comparisons": comparisons_table(spark, evaluation.comparisons, run_id=run_id).coalesce(1),
-        "long_tail": long_tail_table(evaluation.long_tail, run_id=run_id).coalesce(1),
-    }
-    if config.output.per_user and evaluation.per_user is not None:
-        tables["per_user"] = per_user_table(evaluation.per_user, run_id=run_id)
-    alerts = commit_run(
-        spark,
-        config,
-        evaluation,
-        n_evaluated=evaluation.n_users_evaluated,
-        run_id=run_id,
-        run_date=run_date,
-        started_at=started_at,
-        finished_at=clock(),
-        tables=tables,
-    )
+    with releasing_cache():
+        evaluation = evaluate(spark, config)
+        comparisons = comparisons_table(spark, evaluation.comparisons, run_id=run_id)
+        tables = {
+            "comparisons": comparisons.coalesce(1),
+            "long_tail": long_tail_table(evaluation.long_tail, run_id=run_id).coalesce(1),
+        }
+        if config.output.per_user and evaluation.per_user is not None:
+            tables["per_user"] = per_user_table(evaluation.per_user, run_id=run_id)
+        alerts = commit_run(
+            spark,
+            config,
+            evaluation,
+            n_evaluated=evaluation.n_users_evaluated,
+            run_id=run_id,
+            run_date=run_date,
+            started_at=started_at,
+            finished_at=clock(),
+            tables=tables,
+        )
     return dataclasses.replace(evaluation, alerts=alerts)
 
 

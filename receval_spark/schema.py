@@ -78,7 +78,9 @@ def canonical_interactions(
         if columns.timestamp
         else F.lit(None).cast("timestamp")
     )
-    rating = F.col(columns.rating).cast("double") if columns.rating else F.lit(None).cast("double")
+    rating = (
+        F.col(columns.rating).try_cast("double") if columns.rating else F.lit(None).cast("double")
+    )
     return raw.select(
         F.col(columns.user).alias(USER),
         F.col(columns.item).alias(ITEM),
@@ -92,8 +94,11 @@ def _to_timestamp(
 ) -> Column:
     if isinstance(data_type, T.TimestampType | T.TimestampNTZType | T.DateType):
         return col.cast("timestamp")
-    if isinstance(data_type, T.NumericType):
-        return F.timestamp_millis(col.cast("long")) if unit == "ms" else F.timestamp_seconds(col)
+    if isinstance(data_type, T.NumericType):  # NaN and infinity become null (unparseable)
+        finite = F.when(~F.isnan(col) & (F.abs(col) != float("inf")), col)
+        if unit == "ms":
+            return F.timestamp_millis(finite.try_cast("long"))
+        return F.timestamp_seconds(finite)
     if isinstance(data_type, T.StringType):
         return F.try_to_timestamp(col)
     raise InputError(
@@ -108,7 +113,7 @@ def validate_interactions(
     """Check canonical interactions in one pass and return their row count.
 
     Errors: no rows; null user or item ids; null or unparseable timestamps (when mapped);
-    null, NaN or infinite ratings (when mapped). Duplicate (user, item) rows are legal.
+    null, non-numeric, NaN or infinite ratings (when mapped). Duplicate (user, item) rows are legal.
     """
     checks: dict[str, Column] = {
         f"{columns.user} (user id) has null values": F.col(USER).isNull(),
@@ -119,7 +124,9 @@ def validate_interactions(
             TIMESTAMP
         ).isNull()
     if columns.rating:
-        checks[f"{columns.rating} (rating) has null, NaN or infinite values"] = _not_finite(RATING)
+        checks[f"{columns.rating} (rating) has null, non-numeric, NaN or infinite values"] = (
+            _not_finite(RATING)
+        )
     counts = _count_where(interactions, checks)
     if counts["__rows"] == 0:
         raise InputError(f"{source}: the table has no rows; point {source}.path at the real log.")
@@ -150,7 +157,7 @@ def canonical_clicks(
         source=source,
         name=columns.time,
     )
-    order = F.col(columns.order).cast("double") if columns.order else F.lit(None).cast("double")
+    order = F.col(columns.order).try_cast("double") if columns.order else F.lit(None).cast("double")
     return raw.select(
         F.col(columns.session).alias(SESSION),
         F.col(columns.item).alias(ITEM),
@@ -168,7 +175,9 @@ def validate_clicks(clicks: DataFrame, *, columns: ClickColumns, source: str) ->
         f"{columns.time} (time) has null or unparseable values": F.col(TIMESTAMP).isNull(),
     }
     if columns.order:
-        checks[f"{columns.order} (order) has null, NaN or infinite values"] = _not_finite(ORDER)
+        checks[f"{columns.order} (order) has null, non-numeric, NaN or infinite values"] = (
+            _not_finite(ORDER)
+        )
     counts = _count_where(clicks, checks)
     if counts["__rows"] == 0:
         raise InputError(f"{source}: the table has no rows; point {source}.path at the click log.")
@@ -189,10 +198,10 @@ def canonical_session_predictions(
     one (session, position, item)."""
     require_columns(raw, columns.model_dump(), source=source)
     mapped = raw.select(
-        F.col(columns.session).cast(session_type).alias(SESSION),
-        F.col(columns.position).cast("int").alias(POSITION),
-        F.col(columns.item).cast(item_type).alias(ITEM),
-        F.col(columns.score).cast("double").alias(SCORE),
+        F.col(columns.session).try_cast(session_type).alias(SESSION),
+        F.col(columns.position).try_cast("int").alias(POSITION),
+        F.col(columns.item).try_cast(item_type).alias(ITEM),
+        F.col(columns.score).try_cast("double").alias(SCORE),
     )
     counts = _count_where(
         mapped,
@@ -204,7 +213,7 @@ def canonical_session_predictions(
                 POSITION
             ).isNull(),
             f"{columns.item} (item id) is null or not of the clicks' id type": F.col(ITEM).isNull(),
-            f"{columns.score} has null, NaN or infinite values": _not_finite(SCORE),
+            f"{columns.score} has null, non-numeric, NaN or infinite values": _not_finite(SCORE),
         },
     )
     _raise_on_counts(counts, source=source, fix="fix the model's output before evaluating it")
@@ -227,17 +236,30 @@ def canonical_recommendations(
     """Map an external model's table to user_id, item_id, score (higher is better).
 
     A rank column (1 is best) becomes ``score = -rank``. Ids are cast to the interaction
-    log's id types so the two join.
+    log's id types so the two join; values that do not convert become null (see
+    ``validate_recommendations``). Id columns must be integers or strings, and strings where the
+    log's ids are strings (a number would never equal a string id such as ``u1``).
     """
     require_columns(raw, columns.model_dump(), source=source)
+    for role, log_type in (("user", user_type), ("item", item_type)):
+        name = getattr(columns, role)
+        given = raw.schema[name].dataType
+        if not isinstance(given, _ID_TYPES) or (
+            isinstance(log_type, T.StringType) and not isinstance(given, T.StringType)
+        ):
+            raise InputError(
+                f"{source}: column {name!r} ({role} id) has type {given.simpleString()} but the "
+                f"log's {role} ids are {log_type.simpleString()}; write the ids exactly as they "
+                "are in data.interactions."
+            )
     score = (
-        F.col(columns.score).cast("double")
+        F.col(columns.score).try_cast("double")
         if columns.score
-        else -F.col(columns.rank).cast("double")
+        else -F.col(columns.rank).try_cast("double")
     )
     return raw.select(
-        F.col(columns.user).cast(user_type).alias(USER),
-        F.col(columns.item).cast(item_type).alias(ITEM),
+        F.col(columns.user).try_cast(user_type).alias(USER),
+        F.col(columns.item).try_cast(item_type).alias(ITEM),
         score.alias(SCORE),
         F.col(columns.user).isNotNull().alias("_user_given"),
         F.col(columns.item).isNotNull().alias("_item_given"),
@@ -264,7 +286,7 @@ def validate_recommendations(
             f"{columns.item} (item id) has values of another type than the log's item ids": (
                 F.col("_item_given") & F.col(ITEM).isNull()
             ),
-            f"{value} has null, NaN or infinite values": _not_finite(SCORE),
+            f"{value} has null, non-numeric, NaN or infinite values": _not_finite(SCORE),
         },
     )
     _raise_on_counts(counts, source=source, fix="fix the model's output before evaluating it")
@@ -306,7 +328,7 @@ def canonical_items(
     )
     if flags:
         categories = F.filter(
-            F.array(*[F.when(F.col(f"`{n}`").cast("double") == 1, F.lit(n)) for n in flags]),
+            F.array(*[F.when(F.col(f"`{n}`").try_cast("double") == 1, F.lit(n)) for n in flags]),
             lambda c: c.isNotNull(),
         )
     elif single is None:
@@ -326,13 +348,13 @@ def canonical_items(
     if columns.embedding is None:
         embedding = F.lit(None).cast("array<double>")
     elif isinstance(raw.schema[columns.embedding].dataType, T.ArrayType):
-        embedding = F.col(columns.embedding).cast("array<double>")
+        embedding = F.col(columns.embedding).try_cast("array<double>")
     else:
         raise InputError(
             f"{source}: column {columns.embedding!r} (embedding) must be an array of numbers."
         )
     mapped = raw.select(
-        F.col(columns.item).cast(item_type).alias(ITEM),
+        F.col(columns.item).try_cast(item_type).alias(ITEM),
         categories.alias("categories"),
         embedding.alias("embedding"),
     )

@@ -6,6 +6,7 @@ import os
 import shutil
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -29,12 +30,17 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def build_session(config: SparkConfig, *, app_name: str) -> SparkSession:
+# Spark's default logging minus failed tasks' Java stack traces (a local session's driver JVM).
+QUIET_LOG4J = Path(__file__).with_name("log4j2.properties")
+
+
+def build_session(config: SparkConfig, *, app_name: str, quiet: bool = False) -> SparkSession:
     """Return the session the job runs on.
 
     Under spark-submit: the session spark-submit provides; its master is never overridden.
     With ``remote``: a Spark Connect client. Otherwise: a local session on ``config.master``,
-    with Python workers pinned to this interpreter so they see the same packages.
+    with Python workers pinned to this interpreter so they see the same packages, and, when
+    ``quiet``, a log4j configuration without failed tasks' stack traces (``QUIET_LOG4J``).
     """
     settings = {**DEFAULT_CONF, **{k: _text(v) for k, v in config.conf.items()}}
     if config.remote:
@@ -45,6 +51,11 @@ def build_session(config: SparkConfig, *, app_name: str) -> SparkSession:
         _require_java()
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        if quiet:
+            options = settings.get("spark.driver.extraJavaOptions", "")
+            settings["spark.driver.extraJavaOptions"] = (
+                f"{options} -Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}".strip()
+            )
         builder = SparkSession.builder.master(config.master)
     builder = builder.appName(app_name)
     if config.remote:

@@ -15,6 +15,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from receval_spark.cache import persist, releasing_cache
 from receval_spark.config import (
     ClicksSource,
     ExternalSessionModel,
@@ -81,9 +82,9 @@ class SessionEvaluation:
 def load_clicks(spark: SparkSession, source: ClicksSource, *, key: str) -> DataFrame:
     """Read, map and validate a click table (one validation pass)."""
     raw = read_table(spark, source, key=key)
-    clicks = canonical_clicks(
-        raw, columns=source.columns, time_unit=source.time_unit, source=key
-    ).persist()
+    clicks = persist(
+        canonical_clicks(raw, columns=source.columns, time_unit=source.time_unit, source=key)
+    )
     with reading(key, source.path, source.format):
         validate_clicks(clicks, columns=source.columns, source=key)
     return clicks
@@ -139,19 +140,21 @@ def evaluate_sessions(spark: SparkSession, config: SessionJobConfig) -> SessionE
     ks = config.evaluation.k
     wanted = config.evaluation.metrics
     split = split_sessions(spark, config)
-    train, test = split.train.persist(), split.test.persist()
-    events = prediction_events(test).persist()
+    train, test = persist(split.train), persist(split.test)
+    events = persist(prediction_events(test))
     n_events = events.count()
     if n_events == 0:
         raise InputError("the test sessions yield no prediction event (every one has 1 click).")
-    lists = union_all(
-        [
-            session_lists(spark, m, events=events, train=train, test=test, k=max(ks)).withColumn(
-                "model", F.lit(m.name)
-            )
-            for m in config.models
-        ]
-    ).persist()
+    lists = persist(
+        union_all(
+            [
+                session_lists(
+                    spark, m, events=events, train=train, test=test, k=max(ks)
+                ).withColumn("model", F.lit(m.name))
+                for m in config.models
+            ]
+        )
+    )
     models = spark.createDataFrame([(m.name,) for m in config.models], "model string")
     rows = []
     if any(m in wanted for m in SESSION_ACCURACY):
@@ -223,17 +226,19 @@ def run_sessions(
     run_date: dt.date,
     clock: Callable[[], dt.datetime],
 ) -> SessionEvaluation:
-    """Evaluate and write the metrics and runs datasets for ``run_date`` in one commit."""
+    """Evaluate and write the metrics and runs datasets for ``run_date`` in one commit; the
+    persisted intermediates are released at the end (see receval_spark.cache)."""
     started_at = clock()
-    evaluation = evaluate_sessions(spark, config)
-    alerts = commit_run(
-        spark,
-        config,
-        evaluation,
-        n_evaluated=evaluation.n_events,
-        run_id=run_id,
-        run_date=run_date,
-        started_at=started_at,
-        finished_at=clock(),
-    )
+    with releasing_cache():
+        evaluation = evaluate_sessions(spark, config)
+        alerts = commit_run(
+            spark,
+            config,
+            evaluation,
+            n_evaluated=evaluation.n_events,
+            run_id=run_id,
+            run_date=run_date,
+            started_at=started_at,
+            finished_at=clock(),
+        )
     return replace(evaluation, alerts=alerts)

@@ -3,6 +3,7 @@ by the end-to-end tests through the session-scoped ``demo_runs`` fixture (tests/
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
@@ -14,6 +15,14 @@ REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 TIMEOUT = 900  # seconds per subprocess: each starts its own JVM on a possibly busy machine
 DATE_M, DATE_A = "2026-01-01", "2026-01-02"  # python -m run, then receval runs (twice)
+
+
+def same_value(a: object, b: object) -> bool:
+    """Bit-for-bit equal values of the same type (NaN equals NaN): how runs of the same input
+    under different partitionings, parallelism or deployments must compare."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return type(a) is type(b) and a == b
 
 
 def job_env() -> dict[str, str]:

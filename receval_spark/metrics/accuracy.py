@@ -28,6 +28,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from receval_spark.config import ACCURACY_METRICS as ACCURACY_METRICS  # re-exported
+from receval_spark.metrics.aggregate import exact_sum
 from receval_spark.schema import GRADE, ITEM, RANK, USER
 
 
@@ -64,7 +65,7 @@ def ideal_dcg(truth: DataFrame, *, ks: Sequence[int], keys: Sequence[str] = ()) 
         .groupBy(USER, *keys, "k")
         .agg(
             F.first("n_relevant").alias("n_relevant"),
-            F.sum(_gain(F.col(GRADE)) / _discount(F.col("_pos"))).alias("idcg"),
+            exact_sum(_gain(F.col(GRADE)) / _discount(F.col("_pos"))).alias("idcg"),
         )
     )
 
@@ -92,9 +93,9 @@ def hit_statistics(
         .agg(
             F.count(F.lit(1)).alias("hits"),
             F.min(RANK).alias("first_hit"),
-            F.sum(F.col("_hits_so_far") / rank).alias("precision_sum"),
-            F.sum(_gain(F.col(GRADE)) / _discount(F.col(RANK))).alias("dcg"),
-            F.sum(F.lit(1.0) / rank).alias("reciprocal_sum"),
+            exact_sum(F.col("_hits_so_far") / rank).alias("precision_sum"),
+            exact_sum(_gain(F.col(GRADE)) / _discount(F.col(RANK))).alias("dcg"),
+            exact_sum(F.lit(1.0) / rank).alias("reciprocal_sum"),
         )
     )
 

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from receval_spark.metrics.aggregate import union_all
+from receval_spark.cache import persist
+from receval_spark.metrics.aggregate import exact_mean, exact_std, exact_sum, union_all
 from receval_spark.schema import ITEM, RANK, USER
 from receval_spark.split import seeded_hash, uniform
 
@@ -87,7 +88,7 @@ def item_exposure(lists: DataFrame, catalogue: DataFrame, *, by: Sequence[str]) 
     return (
         with_item_popularity(with_list_size(lists, by=by), catalogue)
         .groupBy(*by, ITEM, "n_interactions", "in_catalogue")
-        .agg(F.count(F.lit(1)).alias("f"), F.sum(x).alias("s"), F.sum(x * x).alias("q"))
+        .agg(F.count(F.lit(1)).alias("f"), exact_sum(x).alias("s"), exact_sum(x * x).alias("q"))
     )
 
 
@@ -140,7 +141,7 @@ def exposure_blocks(exposure: DataFrame, *, by: Sequence[str]) -> DataFrame:
     return exposure.groupBy(*by, "f", "in_catalogue").agg(
         F.count(F.lit(1)).alias("c"),
         F.sum("n_interactions").alias("interactions"),
-        F.sum((F.col("s") * F.col("s") - F.col("q")) / 2).alias("pair_sum"),
+        exact_sum((F.col("s") * F.col("s") - F.col("q")) / 2).alias("pair_sum"),
     )
 
 
@@ -157,11 +158,10 @@ def exposure_distribution(blocks: DataFrame, totals: DataFrame, *, by: Sequence[
     by = list(by)
     group = Window.partitionBy(*by)
     smaller = group.orderBy("f").rowsBetween(Window.unboundedPreceding, -1)
-    n = F.col("n_catalogue").cast("double")
-    c = F.col("c").cast("double")
-    f = F.col("f").cast("double")
+    n = F.col("n_catalogue").cast("long")
+    c = F.col("c").cast("long")
+    f = F.col("f").cast("long")
     start = (n - F.sum("c").over(group)) + F.coalesce(F.sum("c").over(smaller), F.lit(0))
-    positions = c * start + c * (c + 1) / 2  # sum of 1-based positions start+1 .. start+c
     terms = (
         blocks.withColumn("c", F.when(F.col("in_catalogue"), F.col("c")).otherwise(F.lit(0)))
         .crossJoin(F.broadcast(totals))
@@ -170,15 +170,16 @@ def exposure_distribution(blocks: DataFrame, totals: DataFrame, *, by: Sequence[
             n.alias("n"),
             c.alias("c"),
             (c * f).alias("mass"),
-            (c * f * F.log2(f)).alias("mass_log"),
-            (f * (2 * positions - c * (n + 1))).alias("gini_term"),
+            ((c * f).cast("double") * F.log2(f)).alias("mass_log"),
+            # f times the sum of (2 position - n - 1) over positions start+1 .. start+c (longs)
+            (f * c * (2 * start + c - n)).alias("gini_term"),
         )
     )
     mass = F.sum("mass")
     return terms.groupBy(*by).agg(  # lists without a catalogue item: coverage 0, no Gini/entropy
         (F.sum("c") / F.first("n")).alias("coverage"),
         F.try_divide(F.sum("gini_term"), F.first("n") * mass).alias("gini"),
-        (F.log2(mass) - F.try_divide(F.sum("mass_log"), mass)).alias("entropy"),
+        (F.log2(mass) - F.try_divide(exact_sum("mass_log"), mass)).alias("entropy"),
     )
 
 
@@ -204,7 +205,7 @@ def personalization(blocks: DataFrame, counts: DataFrame, *, by: Sequence[str]) 
     n = n_lists from ``list_counts``; null below 2 lists.
     """
     by = list(by)
-    pair_sum = blocks.groupBy(*by).agg(F.sum("pair_sum").alias("_pair_sum"))
+    pair_sum = blocks.groupBy(*by).agg(exact_sum("pair_sum").alias("_pair_sum"))
     pairs = F.col("n_lists") * (F.col("n_lists") - 1) / 2
     return pair_sum.join(counts, on=by).select(
         *by,
@@ -255,7 +256,7 @@ def novelty(
         lists.join(catalogue.select(ITEM, "n_users"), on=ITEM, how="left")
         .crossJoin(F.broadcast(totals.select("n_train_users")))
         .groupBy(*by, USER)
-        .agg(F.avg(-F.log2(p)).alias("value"))
+        .agg(exact_mean(-F.log2(p)).alias("value"))
     )
 
 
@@ -289,7 +290,9 @@ def unit_vectors(embeddings: DataFrame) -> DataFrame:
 
 
 def vector_sum(vectors: Column) -> Column:
-    """Element-wise sum of an array of equal-length arrays (an aggregate over collect_list)."""
+    """Element-wise sum of an array of equal-length arrays (an aggregate over collect_list),
+    added in sorted order: the result does not depend on the order collect_list saw them."""
+    vectors = F.array_sort(vectors)
     first = F.element_at(vectors, 1)
     zero = F.transform(first, lambda _: F.lit(0.0))
     return F.aggregate(vectors, zero, lambda acc, v: F.zip_with(acc, v, lambda a, b: a + b))
@@ -473,8 +476,8 @@ def bootstrap_exposure(
         .groupBy(*by, "replicate", ITEM, "n_interactions", "in_catalogue")
         .agg(
             F.sum(w).alias("f"),
-            F.sum(w * F.col("_x")).alias("s"),
-            F.sum(w * F.col("_x") * F.col("_x")).alias("q"),
+            exact_sum(w * F.col("_x")).alias("s"),
+            exact_sum(w * F.col("_x") * F.col("_x")).alias("q"),
         )
     )
 
@@ -545,16 +548,18 @@ def bootstrap_std(
     by = list(by)
     values = group_statistics(
         # persisted: the three statistics read the small blocks, not the replicated rows
-        exposure_blocks(
-            bootstrap_exposure(lists, inputs.catalogue, by=by, samples=samples, seed=seed),
-            by=[*by, "replicate"],
-        ).persist(),
+        persist(
+            exposure_blocks(
+                bootstrap_exposure(lists, inputs.catalogue, by=by, samples=samples, seed=seed),
+                by=[*by, "replicate"],
+            )
+        ),
         bootstrap_list_counts(lists, by=by, samples=samples, seed=seed),
         inputs.totals,
         by=[*by, "replicate"],
         metrics=wanted,
     )
-    return values.groupBy(*by, "metric").agg(F.stddev_samp("value").alias("std"))
+    return values.groupBy(*by, "metric").agg(exact_std("value").alias("std"))
 
 
 def group_beyond(
@@ -578,7 +583,7 @@ def group_beyond(
     columns = [*by, "metric", "value", "std", "n_samples", "interval"]
     frames = []
     scalar = group_statistics(
-        exposure_blocks(item_exposure(lists, inputs.catalogue, by=by), by=by).persist(),
+        persist(exposure_blocks(item_exposure(lists, inputs.catalogue, by=by), by=by)),
         list_counts(lists, by=by),
         inputs.totals,
         by=by,
@@ -602,8 +607,8 @@ def group_beyond(
             jaccard_pair_distances(lists, by=by, pairs=pairs, seed=seed)
             .groupBy(*by)
             .agg(
-                F.avg("value").alias("value"),
-                F.stddev_samp("value").alias("std"),
+                exact_mean("value").alias("value"),
+                exact_std("value").alias("std"),
                 F.count(F.lit(1)).alias("n_samples"),
             )
             .select(

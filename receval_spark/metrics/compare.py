@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from receval_spark.metrics.aggregate import exact_mean, exact_std
 from receval_spark.schema import USER
 
 COMPARISON_KEYS = ("segment", "metric", "k")
@@ -71,8 +72,8 @@ def paired_statistics(differences: DataFrame, *, by: Sequence[str]) -> DataFrame
     nonzero = F.col("diff") != 0
     return ranked.groupBy(*by).agg(
         F.count(F.lit(1)).alias("n_users"),
-        F.avg("diff").alias("mean_diff"),
-        F.stddev_samp("diff").alias("std_diff"),
+        exact_mean("diff").alias("mean_diff"),
+        exact_std("diff").alias("std_diff"),
         F.count(F.when(nonzero, True)).alias("n_nonzero"),
         F.coalesce(
             F.sum(F.when(F.col("diff") > 0, F.col("_below") + (t + 1) / 2)), F.lit(0.0)

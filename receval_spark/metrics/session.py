@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from receval_spark.metrics.aggregate import summary
 from receval_spark.schema import ITEM, POSITION, RANK, SESSION, TARGET
 
 SESSION_ACCURACY = ("recall", "mrr")
@@ -46,8 +47,4 @@ def session_accuracy(ranks: DataFrame, *, ks: Sequence[int]) -> DataFrame:
         F.when(hit, 1.0 / F.col(RANK)).otherwise(0.0).alias("mrr"),
     )
     long = per_event.unpivot(["model", "k"], list(SESSION_ACCURACY), "metric", "value")
-    return long.groupBy("model", "k", "metric").agg(
-        F.avg("value").alias("value"),
-        F.count(F.lit(1)).alias("n_users"),
-        F.stddev_samp("value").alias("std"),
-    )
+    return long.groupBy("model", "k", "metric").agg(*summary("value"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -207,11 +208,17 @@ def sentences(data: ReportData, k: int) -> list[str]:
     return out
 
 
+def _template_source(name: str) -> str:
+    """A template's text, read through importlib.resources: also from a zipped package
+    (``spark-submit --py-files receval_spark.zip``), where jinja2's PackageLoader finds none."""
+    return (resources.files("receval_spark.report") / "templates" / name).read_text("utf-8")
+
+
 def render(data: ReportData) -> tuple[str, str]:
     """(HTML, Markdown) of one run date."""
     k = headline_k(data)
     environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("receval_spark.report", "templates"),
+        loader=jinja2.FunctionLoader(_template_source),
         autoescape=jinja2.select_autoescape(["html.j2"]),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,

@@ -1,16 +1,26 @@
-"""Bad configuration or bad input: exit status 2, one message naming the problem, no report
-written or changed (CONTRACT.md, "Exit status").
+"""Bad configuration or bad input: exit status 2, one line on stderr naming the problem and the
+fix, no stack trace, no report written or changed (CONTRACT.md, "Exit status").
 
-Every case runs the real command line in-process (``receval_spark.cli.main``) on the
-session-scoped ``spark`` fixture, against an output folder that already holds a report for
-an earlier date; the folder must be byte-for-byte identical afterwards.
+``CASES`` is the table: each case breaks one thing in a valid job (a config key, a ``--set``,
+an input file) and names what the message must contain. Every case runs the real command line
+in-process (``receval_spark.cli.main``) against an output folder that already holds committed
+reports for the run date and for an earlier date; the folder must be byte-for-byte identical
+afterwards. Cases marked ``spark=False`` must fail before a Spark session is built (their
+session builder fails the test); the others run on the session-scoped ``spark`` fixture.
+In-process, Spark's own (JVM) log lines do not reach capsys; ``test_no_stack_trace_on_stderr``
+runs one case as a user does, in a subprocess, and reads all of stderr.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+import os
+import re
 import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,18 +30,18 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from conftest import kept_sql_conf
+from demo_job import explain, run
 
 from receval_spark.cli import main
 from receval_spark.config import validate_config
 from receval_spark.pipeline import load_external, load_interactions
 
-EARLIER_DATE = "2026-01-01"
 RUN_DATE = "2026-01-02"
+EARLIER_DATE = "2026-01-01"
 BASE = dt.datetime(2020, 1, 1, tzinfo=dt.UTC)
 DAY = 86_400
 N_USERS, PER_USER, N_ITEMS = 8, 6, 12
 FIRST_TS = int(BASE.timestamp()) + 60  # user 1, day 0
-LAST_TS = int(BASE.timestamp()) + (PER_USER - 1) * DAY + N_USERS * 60
 
 # ---------------------------------------------------------------------------------------------
 # tiny inputs
@@ -72,8 +82,9 @@ def write_parquet(df: pd.DataFrame, path: Path, schema: pa.Schema | None = None)
     return path
 
 
-def base_config(tmp: Path, interactions: Path, output: Path) -> dict[str, Any]:
-    """A valid config on the tiny log; each test breaks exactly one thing."""
+def base_config(interactions: Path, output: Path) -> dict[str, Any]:
+    """A valid, light config on the tiny log (a few metrics, no bootstrap, no ALS); each case
+    breaks exactly one thing."""
     return {
         "run": {"name": "bad-input-test", "date": RUN_DATE},
         "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": 2}},
@@ -98,6 +109,9 @@ def base_config(tmp: Path, interactions: Path, output: Path) -> dict[str, Any]:
             "baseline": "popularity",
             "min_users": 0,
             "segments": ["warm", "cold"],
+            "metrics": ["precision", "recall", "ndcg", "coverage"],
+            "bootstrap_samples": 0,
+            "embeddings": {"source": "none"},
         },
         "models": [
             {"name": "popularity", "kind": "popularity"},
@@ -111,14 +125,13 @@ def write_config(config: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def external_model(path: Path, **extra: Any) -> dict[str, Any]:
+def external_model(path: Path) -> dict[str, Any]:
     return {
         "name": "ext",
         "kind": "external",
         "path": str(path),
         "format": "parquet",
         "columns": {"user": "user_id", "item": "item_id", "score": "score"},
-        **extra,
     }
 
 
@@ -140,294 +153,647 @@ def run_dates(root: Path) -> set[str]:
     return {p.name for p in root.glob("*/run_date=*")}
 
 
-@pytest.fixture(autouse=True)
-def _restore_sql_conf(spark):
-    with kept_sql_conf(spark):
-        yield
+COMMITTED = {f"run_date={RUN_DATE}", f"run_date={EARLIER_DATE}"}
 
 
 @pytest.fixture(scope="module")
-def earlier_report(spark, tmp_path_factory) -> Path:
-    """A report committed by a valid run for EARLIER_DATE (the pre-existing state)."""
-    tmp = tmp_path_factory.mktemp("earlier")
+def committed_reports(spark, tmp_path_factory) -> Path:
+    """Reports committed by a valid run for RUN_DATE, then copied to EARLIER_DATE (every
+    dataset's partition and the human report): the state a bad re-run must leave alone."""
+    tmp = tmp_path_factory.mktemp("committed")
     interactions = write_parquet(interactions_frame(), tmp / "interactions.parquet")
     output = tmp / "reports"
-    config = base_config(tmp, interactions, output)
-    config["run"]["date"] = EARLIER_DATE
+    config = base_config(interactions, output)
     with kept_sql_conf(spark):
         status = main(["evaluate", "--config", str(write_config(config, tmp / "ok.yaml"))])
     assert status == 0, "the valid base config must succeed, or no bad-input case means anything"
-    assert run_dates(output) == {f"run_date={EARLIER_DATE}"}
+    for partition in output.glob(f"*/run_date={RUN_DATE}"):
+        shutil.copytree(partition, partition.with_name(f"run_date={EARLIER_DATE}"))
+    shutil.copytree(output / "report" / RUN_DATE, output / "report" / EARLIER_DATE)
+    assert run_dates(output) == COMMITTED
     return output
 
 
 class Case:
-    """One bad run: inputs under tmp_path, an output folder holding the earlier report."""
+    """One bad run: inputs under tmp_path, an output folder holding the committed reports."""
 
-    def __init__(self, tmp_path: Path, earlier_report: Path) -> None:
+    def __init__(self, tmp_path: Path, committed: Path) -> None:
         self.tmp = tmp_path
         self.interactions = write_parquet(interactions_frame(), tmp_path / "interactions.parquet")
         self.output = tmp_path / "reports"
-        shutil.copytree(earlier_report, self.output)
-        self.config = base_config(tmp_path, self.interactions, self.output)
+        shutil.copytree(committed, self.output)
+        self.config: dict[str, Any] | None = base_config(self.interactions, self.output)
+        self.config_path = tmp_path / "job.yaml"
+        self.config_text: str | None = None  # written instead of the config when set
         self.before = snapshot(self.output)
 
-    def run(self, capsys: pytest.CaptureFixture[str], *overrides: str) -> tuple[int, str]:
-        path = write_config(self.config, self.tmp / "job.yaml")
-        argv = ["evaluate", "--config", str(path)]
+    def use_interactions(self, df: pd.DataFrame) -> None:
+        write_parquet(df, self.interactions)
+
+    def add_external_model(self, recs: pd.DataFrame | None) -> Path:
+        """Append the external model ``ext``; its recommendations file holds ``recs``."""
+        path = self.tmp / "recs.parquet"
+        if recs is not None:
+            write_parquet(recs, path)
+        self.config["models"].append(external_model(path))
+        return path
+
+    def use_csv(self, text: str | bytes, **options: Any) -> Path:
+        csv = self.tmp / "ratings.csv"
+        if isinstance(text, bytes):
+            csv.write_bytes(text)
+        else:
+            csv.write_text(text, encoding="utf-8")
+        self.config["data"]["interactions"].update(path=str(csv), format="csv", **options)
+        return csv
+
+    def run(self, capsys: pytest.CaptureFixture[str], overrides: list[str]) -> tuple[int, str]:
+        if self.config_text is not None:
+            self.config_path.write_text(self.config_text, encoding="utf-8")
+        elif self.config is not None:
+            write_config(self.config, self.config_path)
+        argv = ["evaluate", "--config", str(self.config_path)]
         for override in overrides:
             argv += ["--set", override]
         capsys.readouterr()
         status = main(argv)
-        err = capsys.readouterr().err
-        return status, err
+        return status, capsys.readouterr().err
 
-    def assert_rejected(self, status: int, err: str, *names: str) -> None:
-        """Exit 2, a message naming each of ``names``, and the output folder untouched."""
+    def assert_rejected(self, status: int, err: str, names: tuple[str, ...]) -> None:
+        """Exit 2; one line ``error: ...`` naming each of ``names``; the output untouched."""
         assert status == 2, f"expected exit status 2 (bad input), got {status}; stderr:\n{err}"
-        assert err.startswith("error: "), err
-        assert "Traceback" not in err, err
+        assert err.startswith("error: ") and err.endswith("\n"), err
+        assert len(err.splitlines()) == 1, f"stderr must be one line:\n{err}"
         for name in names:
             assert name in err, f"the message should name {name!r}:\n{err}"
-        assert run_dates(self.output) == {f"run_date={EARLIER_DATE}"}
+        assert run_dates(self.output) == COMMITTED
         assert snapshot(self.output) == self.before, "the output folder changed"
 
 
-@pytest.fixture
-def case(tmp_path: Path, earlier_report: Path) -> Case:
-    return Case(tmp_path, earlier_report)
-
-
 # ---------------------------------------------------------------------------------------------
-# interactions
+# the table
 
 
-def test_misnamed_interaction_column(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
-    case.config["data"]["interactions"]["columns"]["user"] = "userId"
-    status, err = case.run(capsys)
-    case.assert_rejected(status, err, "'userId'", "data.interactions.columns.user")
+@dataclass(frozen=True)
+class Bad:
+    """``breaks`` makes the valid job bad and returns its ``--set`` overrides; the one-line
+    message must contain every string of ``names`` (what is wrong, where, and the fix)."""
 
+    id: str
+    breaks: Callable[[Case], list[str] | None]
+    names: tuple[str, ...]
+    spark: bool = True
 
-def test_missing_interaction_column(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
-    write_parquet(interactions_frame().drop(columns=["rating"]), case.interactions)
-    status, err = case.run(capsys)
-    case.assert_rejected(status, err, "'rating'", "data.interactions.columns.rating")
 
+def sets(*overrides: str) -> Callable[[Case], list[str]]:
+    return lambda case: list(overrides)
 
-def test_null_user_ids(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
-    df = interactions_frame()
-    df["user_id"] = df["user_id"].astype("Int64")
-    df.loc[[3, 17], "user_id"] = pd.NA
-    write_parquet(df, case.interactions)
-    status, err = case.run(capsys)
-    case.assert_rejected(status, err, "data.interactions", "user_id", "null", "2 rows")
 
+def edits(change: Callable[[dict[str, Any]], Any]) -> Callable[[Case], None]:
+    """Break the config file itself."""
+    return lambda case: change(case.config) and None
 
-def test_nan_rating(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
-    df = interactions_frame()
-    df.loc[5, "rating"] = math.nan
-    write_parquet(df, case.interactions)
-    status, err = case.run(capsys)
-    case.assert_rejected(status, err, "data.interactions", "rating", "NaN", "1 rows")
 
+def interactions_with(change: Callable[[pd.DataFrame], pd.DataFrame]) -> Callable[[Case], None]:
+    return lambda case: case.use_interactions(change(interactions_frame()))
 
-# ---------------------------------------------------------------------------------------------
-# external model
 
+def recommendations_with(change: Callable[[pd.DataFrame], pd.DataFrame]) -> Callable[[Case], None]:
+    return lambda case: case.add_external_model(change(recommendations_frame())) and None
 
-@pytest.fixture
-def ext_case(case: Case) -> Case:
-    case.config["models"].append(external_model(case.tmp / "recs.parquet"))
-    return case
 
+def nulls(column: str, rows: list[int]) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    def change(df: pd.DataFrame) -> pd.DataFrame:
+        df[column] = df[column].astype("Int64")
+        df.loc[rows, column] = pd.NA
+        return df
 
-def test_external_model_is_valid(ext_case: Case, spark) -> None:
-    """Control for the external-model cases: the unbroken recommendations pass validation."""
-    write_parquet(recommendations_frame(), ext_case.tmp / "recs.parquet")
-    config = validate_config(ext_case.config)
-    interactions = load_interactions(spark, config.data.interactions)
-    try:
-        recs = load_external(spark, config.models[-1], interactions=interactions)
-        assert recs.count() == len(recommendations_frame())
-    finally:
-        interactions.unpersist()
+    return change
 
 
-def test_duplicate_recommendation_rows(ext_case: Case, capsys: pytest.CaptureFixture[str]) -> None:
-    recs = recommendations_frame()
-    duplicate = recs[(recs.user_id == 1) & (recs.item_id == 102)].assign(score=0.5)
-    write_parquet(pd.concat([recs, duplicate]), ext_case.tmp / "recs.parquet")
-    status, err = ext_case.run(capsys)
-    ext_case.assert_rejected(status, err, "models.ext", "same (user, item)", "(1, 102)")
+def setting(column: str, row: int, value: Any, dtype: str | None = None):
+    def change(df: pd.DataFrame) -> pd.DataFrame:
+        if dtype is not None:
+            df[column] = df[column].astype(dtype)
+        df.loc[row, column] = value
+        return df
 
+    return change
 
-@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf], ids=["nan", "inf", "-inf"])
-def test_non_finite_score(ext_case: Case, capsys: pytest.CaptureFixture[str], bad: float) -> None:
-    recs = recommendations_frame()
-    recs.loc[7, "score"] = bad
-    write_parquet(recs, ext_case.tmp / "recs.parquet")
-    status, err = ext_case.run(capsys)
-    ext_case.assert_rejected(status, err, "models.ext", "score", "NaN or infinite", "1 rows")
 
+def string_ids(column: str) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    return lambda df: df.assign(**{column: "u" + df[column].astype(str)})
 
-# ---------------------------------------------------------------------------------------------
-# split and relevance
 
+def duplicated_recommendation(df: pd.DataFrame) -> pd.DataFrame:
+    return pd.concat([df, df[(df.user_id == 1) & (df.item_id == 102)].assign(score=0.5)])
 
-def test_cutoff_before_the_data_empty_train(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
-    status, err = case.run(capsys, "split.cutoff=2019-06-01T00:00:00Z")
-    case.assert_rejected(status, err, "split.cutoff", "outside the data")
 
-
-def test_cutoff_after_the_data_empty_test(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
-    status, err = case.run(capsys, "split.cutoff=2021-01-01T00:00:00Z")
-    case.assert_rejected(status, err, "split.cutoff", "outside the data")
-
-
-def test_cutoff_at_the_first_timestamp_empty_train(
-    case: Case, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """train is timestamp < cutoff: a cut-off equal to the first timestamp leaves it empty."""
-    status, err = case.run(capsys, f"split.cutoff={FIRST_TS}")
-    case.assert_rejected(status, err, "split.cutoff")
-
-
-def test_threshold_so_high_no_user_is_relevant(
-    case: Case, capsys: pytest.CaptureFixture[str]
-) -> None:
-    status, err = case.run(capsys, "relevance.threshold=6.0")
-    case.assert_rejected(status, err, "relevance", "relevance.threshold")
-
-
-# ---------------------------------------------------------------------------------------------
-# configuration
-
-
-def test_unknown_config_key(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
-    case.config["evaluation"]["filter_seeen"] = True
-    status, err = case.run(capsys)
-    case.assert_rejected(status, err, "evaluation.filter_seeen", "unknown key")
-
-
-def test_unknown_top_level_section(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
-    status, err = case.run(capsys, "evalution.k=[5]")
-    case.assert_rejected(status, err, "evalution", "unknown key")
-
-
-def test_wrong_type_for_k(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
-    status, err = case.run(capsys, "evaluation.k=ten")
-    case.assert_rejected(status, err, "evaluation.k")
-
-
-def test_wrong_type_for_k_element(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
-    case.config["evaluation"]["k"] = [5, "ten"]
-    status, err = case.run(capsys)
-    case.assert_rejected(status, err, "evaluation.k.1")
-
-
-def test_unknown_model_kind(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
-    case.config["models"].append({"name": "deep", "kind": "neural"})
-    status, err = case.run(capsys)
-    case.assert_rejected(status, err, "models.2", "'neural'", "kind")
-
-
-def test_unknown_segment_name(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
-    case.config["evaluation"]["segments"] = ["warm", "lukewarm"]
-    status, err = case.run(capsys)
-    case.assert_rejected(status, err, "evaluation.segments.1", "'warm'")
-
-
-def test_unknown_metric_name(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
-    case.config["evaluation"]["metrics"] = ["ndcg", "ndgc"]
-    status, err = case.run(capsys)
-    case.assert_rejected(status, err, "evaluation.metrics.1", "'ndcg'")
-
-
-def test_unknown_relevance_kind(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
-    status, err = case.run(capsys, "relevance.kind=binary")
-    case.assert_rejected(status, err, "relevance.kind")
-
-
-# ---------------------------------------------------------------------------------------------
-# input paths and formats
-
-
-def test_missing_input_path(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
-    missing = case.tmp / "nowhere" / "ratings.parquet"
-    case.config["data"]["interactions"]["path"] = str(missing)
-    status, err = case.run(capsys)
-    case.assert_rejected(status, err, "data.interactions.path", str(missing), "does not exist")
-
-
-def test_missing_external_model_path(ext_case: Case, capsys: pytest.CaptureFixture[str]) -> None:
-    status, err = ext_case.run(capsys)  # recs.parquet was never written
-    ext_case.assert_rejected(status, err, "models.2.path", "ext", "does not exist")
-
-
-def test_unreadable_input_not_parquet(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
-    """A path that exists but is not a Parquet file: a bad input, not a crash."""
-    case.interactions.write_bytes(b"user_id,item_id\n1,2\n")
-    status, err = case.run(capsys)
-    case.assert_rejected(status, err, "data.interactions", str(case.interactions))
-
-
-def test_empty_input_folder(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
-    folder = case.tmp / "empty"
-    folder.mkdir()
-    case.config["data"]["interactions"]["path"] = str(folder)
-    status, err = case.run(capsys)
-    case.assert_rejected(status, err, "data.interactions")
-
-
-def test_csv_column_names_count_mismatch(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
-    csv = case.tmp / "u.data"
-    interactions_frame().to_csv(csv, sep="\t", header=False, index=False)
-    case.config["data"]["interactions"].update(
-        path=str(csv),
-        format="csv",
-        header=False,
-        delimiter="\t",
-        column_names=["user_id", "item_id", "timestamp"],
-    )
-    status, err = case.run(capsys)
-    case.assert_rejected(
-        status, err, "data.interactions.column_names", "3 names given", "4 columns"
-    )
-
-
-def test_csv_wrong_delimiter(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
-    """A tab-separated file read with the default ',' is one column: the names count is off."""
-    csv = case.tmp / "u.data"
-    interactions_frame().to_csv(csv, sep="\t", header=False, index=False)
-    case.config["data"]["interactions"].update(
-        path=str(csv),
-        format="csv",
-        header=False,
-        column_names=["user_id", "item_id", "timestamp", "rating"],
-    )
-    status, err = case.run(capsys)
-    case.assert_rejected(status, err, "data.interactions.column_names", "1 columns", "','")
-
-
-def test_csv_ragged_row(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
-    """A CSV row with fewer fields than the header is bad input, not a crash."""
-    csv = case.tmp / "ratings.csv"
-    text = interactions_frame().to_csv(index=False)
-    lines = text.splitlines()
-    lines[4] = ",".join(lines[4].split(",")[:2])  # data row 4 keeps only user and item
-    csv.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    case.config["data"]["interactions"].update(path=str(csv), format="csv")
-    status, err = case.run(capsys)
-    case.assert_rejected(status, err, "data.interactions", str(csv))
-
-
-def test_unparseable_timestamps(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
+def iso_timestamps_with_one_bad(df: pd.DataFrame) -> pd.DataFrame:
     """ISO-8601 text timestamps are accepted; one that is not a time is a bad input."""
-    df = interactions_frame()
-    df["timestamp"] = [
-        dt.datetime.fromtimestamp(ts, tz=dt.UTC).isoformat() for ts in df["timestamp"]
-    ]
+    df["timestamp"] = [dt.datetime.fromtimestamp(t, tz=dt.UTC).isoformat() for t in df.timestamp]
     df.loc[2, "timestamp"] = "yesterday"
-    write_parquet(df, case.interactions)
-    status, err = case.run(capsys)
-    case.assert_rejected(status, err, "data.interactions", "timestamp", "unparseable", "1 rows")
+    return df
+
+
+def numeric_recommendations_for_string_item_ids(case: Case) -> None:
+    case.use_interactions(string_ids("item_id")(interactions_frame()))
+    case.add_external_model(recommendations_frame())
+
+
+def missing_config_file(case: Case) -> None:
+    case.config, case.config_path = None, case.tmp / "nowhere.yaml"
+
+
+def config_text(text: str) -> Callable[[Case], None]:
+    def change(case: Case) -> None:
+        case.config_text = text
+
+    return change
+
+
+def locked_input_folder(case: Case) -> None:
+    folder = case.tmp / "locked"
+    folder.mkdir()
+    write_parquet(interactions_frame(), folder / "part-0.parquet")
+    folder.chmod(0)
+    case.config["data"]["interactions"]["path"] = str(folder)
+
+
+def output_is_a_file(case: Case) -> None:
+    target = case.tmp / "reports.txt"
+    target.write_text("not a folder\n", encoding="utf-8")
+    case.config["output"]["path"] = str(target)
+
+
+def tab_separated(case: Case, names: list[str], **options: Any) -> None:
+    case.use_csv(
+        interactions_frame().to_csv(sep="\t", header=False, index=False),
+        header=False,
+        column_names=names,
+        **options,
+    )
+
+
+def ragged_csv(case: Case) -> None:
+    """A CSV row with fewer fields than the header."""
+    lines = interactions_frame().to_csv(index=False).splitlines()
+    lines[4] = ",".join(lines[4].split(",")[:2])  # data row 4 keeps only user and item
+    case.use_csv("\n".join(lines) + "\n")
+
+
+def empty_folder(case: Case) -> None:
+    (case.tmp / "empty").mkdir()
+    case.config["data"]["interactions"]["path"] = str(case.tmp / "empty")
+
+
+def zero_byte_parquet(case: Case) -> None:
+    case.interactions.write_bytes(b"")
+
+
+INTERACTIONS_FIX = "clean or drop those rows before evaluating"
+MODEL_FIX = "fix the model's output before evaluating it"
+READ_FIX = "Check data.interactions.path, .format and the CSV options"
+
+CASES = [
+    # --- the configuration (no Spark) ----------------------------------------------------------
+    Bad(
+        "config_file_missing",
+        missing_config_file,
+        ("--config", "nowhere.yaml", "cannot read"),
+        spark=False,
+    ),
+    Bad(
+        "config_not_yaml",
+        config_text("data: [\n"),
+        ("--config", "job.yaml", "is not valid YAML"),
+        spark=False,
+    ),
+    Bad(
+        "config_impossible_date",
+        config_text("run: {date: 2026-13-45}\n"),
+        ("--config", "is not valid YAML", "month must be in 1..12"),
+        spark=False,
+    ),
+    Bad(
+        "unknown_key_in_file",
+        edits(lambda c: c["evaluation"].update(filter_seeen=True)),
+        ("evaluation.filter_seeen", "unknown key", "check its spelling"),
+        spark=False,
+    ),
+    Bad(
+        "unknown_section",
+        sets("evalution.k=[5]"),
+        ("evalution", "unknown key", "check its spelling"),
+        spark=False,
+    ),
+    Bad(
+        "set_misspelt_key",
+        sets("evaluation.kk=3"),
+        ("evaluation.kk", "unknown key", "check its spelling"),
+        spark=False,
+    ),
+    Bad(
+        "set_unknown_dotted_key",
+        sets("nosuch.key=1"),
+        ("nosuch", "unknown key", "check its spelling"),
+        spark=False,
+    ),
+    Bad(
+        "set_without_value",
+        sets("evaluation.k"),
+        ("--set 'evaluation.k'", "expected KEY=VALUE", "e.g. --set evaluation.k=[5,10]"),
+        spark=False,
+    ),
+    Bad(
+        "set_list_position_out_of_range",
+        sets("models.7.name=x"),
+        ("--set models.7", "'7' is not a position in a list of 2"),
+        spark=False,
+    ),
+    Bad(
+        "set_impossible_date",
+        sets("run.date=2026-13-45"),
+        ("--set run.date", "not valid YAML", "month must be in 1..12"),
+        spark=False,
+    ),
+    Bad(
+        "k_not_a_number",
+        sets("evaluation.k=ten"),
+        ("evaluation.k", "should be a valid list"),
+        spark=False,
+    ),
+    Bad(
+        "k_element_not_a_number",
+        edits(lambda c: c["evaluation"].update(k=[5, "ten"])),
+        ("evaluation.k.1", "should be a valid integer"),
+        spark=False,
+    ),
+    Bad(
+        "k_zero",
+        sets("evaluation.k=[0]"),
+        ("evaluation.k.0", "should be greater than or equal to 1"),
+        spark=False,
+    ),
+    Bad(
+        "k_negative",
+        sets("evaluation.k=[5, -1]"),
+        ("evaluation.k.1", "should be greater than or equal to 1"),
+        spark=False,
+    ),
+    Bad(
+        "k_huge",
+        sets("evaluation.k=[100000]"),
+        ("evaluation.k.0", "should be less than or equal to 1000"),
+        spark=False,
+    ),
+    Bad(
+        "quantile_not_a_number",
+        sets("split.quantile=abc"),
+        ("split.quantile", "should be a valid number"),
+        spark=False,
+    ),
+    Bad(
+        "cutoff_and_quantile",
+        sets("split.quantile=0.8"),
+        ("split", "give exactly one of split.cutoff or split.quantile"),
+        spark=False,
+    ),
+    Bad(
+        "unknown_split_method",
+        sets("split.method=random"),
+        ("split.method", "'random'", "use one of", "'global_temporal'"),
+        spark=False,
+    ),
+    Bad(
+        "unknown_metric",
+        edits(lambda c: c["evaluation"].update(metrics=["ndcg", "ndgc"])),
+        ("evaluation.metrics.1", "'ndgc'", "use one of", "'ndcg'"),
+        spark=False,
+    ),
+    Bad(
+        "unknown_segment",
+        edits(lambda c: c["evaluation"].update(segments=["warm", "lukewarm"])),
+        ("evaluation.segments.1", "'warm'"),
+        spark=False,
+    ),
+    Bad(
+        "unknown_model_kind",
+        edits(lambda c: c["models"].append({"name": "deep", "kind": "neural"})),
+        ("models.2.kind", "'neural'", "use one of", "'external'"),
+        spark=False,
+    ),
+    Bad(
+        "unknown_relevance_kind",
+        sets("relevance.kind=binary"),
+        ("relevance.kind", "'implicit', 'threshold' or 'graded'"),
+        spark=False,
+    ),
+    Bad(
+        "remote_not_a_connect_url",
+        sets("spark.remote=http://127.0.0.1:15002"),
+        ("spark.remote", "is not a Spark Connect URL", "sc://HOST:PORT"),
+        spark=False,
+    ),
+    Bad(
+        "baseline_not_a_model",
+        sets("evaluation.baseline=ext"),
+        ("evaluation.baseline", "'ext' is not a configured model", "use one of"),
+        spark=False,
+    ),
+    Bad(
+        "duplicate_model_names",
+        edits(lambda c: c["models"].append({"name": "oracle", "kind": "random"})),
+        ("models", "must be unique", "'oracle'"),
+        spark=False,
+    ),
+    Bad(
+        "missing_input_path",
+        sets("data.interactions.path=nowhere/ratings.parquet"),
+        ("data.interactions.path", "nowhere/ratings.parquet", "does not exist", "point it at"),
+        spark=False,
+    ),
+    Bad(
+        "missing_external_model_path",
+        lambda case: case.add_external_model(None) and None,  # recs.parquet is never written
+        ("models.2.path", "ext", "does not exist", "point it at"),
+        spark=False,
+    ),
+    Bad(
+        "unreadable_input_folder",
+        locked_input_folder,
+        ("data.interactions.path", "locked", "is not readable", "fix its permissions"),
+        spark=False,
+    ),
+    Bad(
+        "path_with_nul",
+        sets('data.interactions.path="ratings\\0.parquet"'),
+        ("data.interactions.path", "NUL character"),
+        spark=False,
+    ),
+    Bad(
+        "output_path_is_a_file",
+        output_is_a_file,
+        ("output.path", "reports.txt is a file, not a folder", "point output.path at a folder"),
+        spark=False,
+    ),
+    # --- the interaction log -------------------------------------------------------------------
+    Bad(
+        "misnamed_interaction_column",
+        edits(lambda c: c["data"]["interactions"]["columns"].update(user="userId")),
+        ("'userId'", "is missing", "Fix data.interactions.columns.user"),
+    ),
+    Bad(
+        "missing_interaction_column",
+        interactions_with(lambda df: df.drop(columns=["rating"])),
+        ("'rating'", "is missing", "Fix data.interactions.columns.rating"),
+    ),
+    Bad(
+        "id_column_of_doubles",
+        interactions_with(lambda df: df.assign(item_id=df.item_id.astype(float))),
+        ("data.interactions", "'item_id'", "type double", "integers or strings"),
+    ),
+    Bad(
+        "null_user_ids",
+        interactions_with(nulls("user_id", [3, 17])),
+        ("data.interactions", "user_id (user id) has null values (2 rows)", INTERACTIONS_FIX),
+    ),
+    Bad(
+        "null_item_ids",
+        interactions_with(nulls("item_id", [5])),
+        ("data.interactions", "item_id (item id) has null values (1 rows)", INTERACTIONS_FIX),
+    ),
+    Bad(
+        "nan_rating",
+        interactions_with(setting("rating", 5, math.nan)),
+        ("data.interactions", "rating", "NaN", "(1 rows)", INTERACTIONS_FIX),
+    ),
+    Bad(
+        "infinite_rating",
+        interactions_with(setting("rating", 5, math.inf)),
+        ("data.interactions", "rating", "infinite", "(1 rows)", INTERACTIONS_FIX),
+    ),
+    Bad(
+        "text_rating",
+        interactions_with(setting("rating", 3, "five", dtype="str")),
+        ("data.interactions", "rating", "non-numeric", "(1 rows)", INTERACTIONS_FIX),
+    ),
+    Bad(
+        "nan_timestamp",
+        interactions_with(setting("timestamp", 4, math.nan, dtype="float")),
+        ("data.interactions", "timestamp", "unparseable", "(1 rows)", INTERACTIONS_FIX),
+    ),
+    Bad(
+        "unparseable_timestamp",
+        interactions_with(iso_timestamps_with_one_bad),
+        ("data.interactions", "timestamp", "unparseable", "(1 rows)", INTERACTIONS_FIX),
+    ),
+    # --- files and formats ---------------------------------------------------------------------
+    Bad(
+        "not_parquet",
+        lambda case: case.interactions.write_bytes(b"user_id,item_id\n1,2\n") and None,
+        ("data.interactions", "interactions.parquet", "as parquet", "not a Parquet file", READ_FIX),
+    ),
+    Bad(
+        "zero_byte_parquet",
+        zero_byte_parquet,
+        ("data.interactions", "interactions.parquet", "as parquet", READ_FIX),
+    ),
+    Bad(
+        "zero_byte_csv",
+        lambda case: case.use_csv(b"") and None,
+        ("data.interactions", "ratings.csv", "has no columns", "point data.interactions.path"),
+    ),
+    Bad(
+        "csv_header_only",
+        lambda case: case.use_csv("user_id,item_id,timestamp,rating\n") and None,
+        ("data.interactions", "has no rows", "point data.interactions.path"),
+    ),
+    Bad(
+        "empty_input_folder",
+        empty_folder,
+        ("data.interactions", "empty", "as parquet", READ_FIX),
+    ),
+    Bad(
+        "csv_column_names_count_mismatch",
+        lambda case: tab_separated(case, ["user_id", "item_id", "timestamp"], delimiter="\t"),
+        ("data.interactions.column_names", "3 names given", "4 columns", "one name a column"),
+    ),
+    Bad(
+        "csv_wrong_delimiter",
+        lambda case: tab_separated(case, ["user_id", "item_id", "timestamp", "rating"]),
+        ("data.interactions.column_names", "1 columns", "(delimiter ',')", "one name a column"),
+    ),
+    Bad(
+        "csv_ragged_row",
+        ragged_csv,
+        ("data.interactions", "ratings.csv", "Malformed CSV record", READ_FIX),
+    ),
+    # --- an external model's recommendations ---------------------------------------------------
+    Bad(
+        "duplicate_recommendation_rows",
+        recommendations_with(duplicated_recommendation),
+        ("models.ext", "same (user, item)", "(1, 102)", "keep one row per (user, item)"),
+    ),
+    Bad(
+        "nan_score",
+        recommendations_with(setting("score", 7, math.nan)),
+        ("models.ext", "score", "NaN or infinite", "(1 rows)", MODEL_FIX),
+    ),
+    Bad(
+        "infinite_score",
+        recommendations_with(setting("score", 7, math.inf)),
+        ("models.ext", "score", "NaN or infinite", "(1 rows)", MODEL_FIX),
+    ),
+    Bad(
+        "negative_infinite_score",
+        recommendations_with(setting("score", 7, -math.inf)),
+        ("models.ext", "score", "NaN or infinite", "(1 rows)", MODEL_FIX),
+    ),
+    Bad(
+        "string_user_ids_for_a_numeric_log",
+        recommendations_with(string_ids("user_id")),
+        ("models.ext", "user_id", "another type than the log's user ids", "(40 rows)", MODEL_FIX),
+    ),
+    Bad(
+        "numeric_item_ids_for_a_string_log",
+        numeric_recommendations_for_string_item_ids,
+        ("models.ext", "'item_id'", "has type bigint", "log's item ids are string", "exactly as"),
+    ),
+    # --- split and relevance -------------------------------------------------------------------
+    Bad(
+        "cutoff_before_the_first_event",
+        sets("split.cutoff=2019-06-01T00:00:00Z"),
+        ("split.cutoff", "outside the data", "choose a cut-off strictly after the first"),
+    ),
+    Bad(
+        "cutoff_at_the_first_event",
+        sets(f"split.cutoff={FIRST_TS}"),  # train is timestamp < cutoff: empty
+        ("split.cutoff", "outside the data", "choose a cut-off strictly after the first"),
+    ),
+    Bad(
+        "cutoff_after_the_last_event",
+        sets("split.cutoff=2021-01-01T00:00:00Z"),
+        ("split.cutoff", "outside the data", "at or before the last timestamp"),
+    ),
+    Bad(
+        "no_relevant_test_interaction",
+        sets("relevance.threshold=6.0"),
+        ("relevance", "no test interaction is relevant", "lower relevance.threshold"),
+    ),
+]
+
+
+def _root_reads_anything(case: Bad) -> bool:
+    return case.id == "unreadable_input_folder" and os.geteuid() == 0
+
+
+@pytest.mark.parametrize("bad", CASES, ids=[case.id for case in CASES])
+def test_bad_input_is_exit_2_one_line_and_changes_nothing(
+    bad: Bad,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    committed_reports: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if _root_reads_anything(bad):
+        pytest.skip("running as root: chmod 000 does not stop root from reading the folder")
+    case = Case(tmp_path, committed_reports)
+    overrides = bad.breaks(case) or []
+    if bad.spark:
+        with kept_sql_conf(request.getfixturevalue("spark")):
+            status, err = case.run(capsys, overrides)
+    else:
+        monkeypatch.setattr(
+            "receval_spark.session.build_session",
+            lambda *a, **k: pytest.fail("a configuration case must fail before Spark starts"),
+        )
+        status, err = case.run(capsys, overrides)
+    case.assert_rejected(status, err, bad.names)
+
+
+def test_the_table_covers_enough_cases() -> None:
+    assert len(CASES) >= 25
+    assert len({case.id for case in CASES}) == len(CASES)
+
+
+def test_external_model_is_valid(tmp_path: Path, committed_reports: Path, spark) -> None:
+    """Control for the external-model cases: the unbroken recommendations pass validation."""
+    case = Case(tmp_path, committed_reports)
+    case.add_external_model(recommendations_frame())
+    config = validate_config(case.config)
+    with kept_sql_conf(spark):
+        interactions = load_interactions(spark, config.data.interactions)
+        try:
+            recs = load_external(spark, config.models[-1], interactions=interactions)
+            assert recs.count() == len(recommendations_frame())
+        finally:
+            interactions.unpersist()
+
+
+# ---------------------------------------------------------------------------------------------
+# --verbose, unexpected failures, and what a user's terminal shows
+
+
+@pytest.mark.parametrize(
+    "where", [["--verbose", "evaluate"], ["evaluate", "-v"]], ids=["before", "after_command"]
+)
+def test_verbose_adds_the_stack_trace_before_the_error_line(
+    where: list[str],
+    tmp_path: Path,
+    committed_reports: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    case = Case(tmp_path, committed_reports)
+    config = write_config(case.config, case.config_path)
+    capsys.readouterr()
+    status = main([*where, "--config", str(config), "--set", "evaluation.k=ten"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.startswith("Traceback (most recent call last):"), err
+    assert "ConfigError" in err
+    assert err.splitlines()[-1].startswith("error: invalid configuration: evaluation.k: "), err
+
+
+def test_an_unexpected_failure_is_one_line_by_default_and_a_trace_with_verbose(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def crash(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("disk on fire\nsecond line of the message")
+
+    monkeypatch.setattr("receval_spark.cli.load_config", crash)
+    argv = ["evaluate", "--config", str(tmp_path / "job.yaml")]
+    capsys.readouterr()
+    assert main(argv) == 1
+    assert capsys.readouterr().err == (
+        "error: RuntimeError: disk on fire (run with --verbose for the stack trace); "
+        "no report was written or changed.\n"
+    )
+    assert main(["-v", *argv]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last):"), err
+    assert "RuntimeError: disk on fire\nsecond line of the message" in err
+    assert err.splitlines()[-1] == (
+        "error: the job failed (see above); no report was written or changed."
+    )
+
+
+STACK_TRACE = re.compile(r"Traceback \(most recent|^\s+at [\w$.<>/]+\(|^Caused by: ", re.M)
+
+
+@pytest.mark.integration
+def test_no_stack_trace_on_stderr(tmp_path: Path, committed_reports: Path) -> None:
+    """The CLI in its own process (and JVM) on a file Spark fails to read in a task: stderr
+    holds Spark's startup log lines at most, no Java or Python stack trace, and ends with the
+    one error line."""
+    case = Case(tmp_path, committed_reports)
+    case.interactions.write_bytes(b"user_id,item_id\n1,2\n")
+    config = write_config(case.config, case.config_path)
+    proc = run([sys.executable, "-m", "receval_spark", "evaluate", "--config", str(config)])
+    assert proc.returncode == 2, explain(proc)
+    assert not STACK_TRACE.search(proc.stderr), explain(proc)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == [proc.stderr.splitlines()[-1]], explain(proc)
+    assert "not a Parquet file" in errors[0]
+    assert snapshot(case.output) == case.before

@@ -1,0 +1,1 @@
+"""The human report: HTML and Markdown rendered from the Parquet report datasets."""

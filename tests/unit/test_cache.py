@@ -1,0 +1,31 @@
+"""receval_spark.cache: what the jobs persist is unpersisted when they end, failures included
+(a Spark Connect server would otherwise keep it and serve later runs from it)."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark import StorageLevel
+
+from receval_spark.cache import persist, releasing_cache
+
+
+def test_releasing_cache_unpersists_what_was_persisted_inside(spark) -> None:
+    outside = persist(spark.range(3).selectExpr("id + 100 AS x"))
+    with releasing_cache():
+        first = persist(spark.range(5).selectExpr("id * 3 AS x"))
+        second = persist(first.filter("x > 2"))
+        assert first.count() == 5 and second.count() == 4
+        assert first.storageLevel != StorageLevel.NONE
+        assert second.storageLevel != StorageLevel.NONE
+    assert first.storageLevel == StorageLevel.NONE
+    assert second.storageLevel == StorageLevel.NONE
+    assert outside.storageLevel != StorageLevel.NONE  # not tracked outside a block
+    outside.unpersist()
+
+
+def test_releasing_cache_also_releases_on_failure(spark) -> None:
+    with pytest.raises(RuntimeError, match="job failed"), releasing_cache():
+        cached = persist(spark.range(4).selectExpr("id * 7 AS x"))
+        cached.count()
+        raise RuntimeError("job failed")
+    assert cached.storageLevel == StorageLevel.NONE

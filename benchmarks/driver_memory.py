@@ -39,8 +39,11 @@ def config(data: Path, output: Path, driver_memory: str, partitions: int) -> dic
             },
         },
         "data": {
-            "interactions": {"path": str(data / "interactions.parquet")},
-            "items": {"path": str(data / "items.parquet")},
+            "interactions": {
+                "path": str(data / "interactions.parquet"),
+                "columns": {"rating": "rating"},
+            },
+            "items": {"path": str(data / "items.parquet"), "columns": {"category": "categories"}},
         },
         "split": {"method": "global_temporal", "quantile": 0.9},
         "relevance": {"kind": "threshold", "threshold": 4.0},
@@ -49,7 +52,12 @@ def config(data: Path, output: Path, driver_memory: str, partitions: int) -> dic
             {"name": "random", "kind": "random", "seed": 42},
             {"name": "oracle", "kind": "oracle"},
         ],
-        "evaluation": {"k": [5, 10, 20], "baseline": "popularity"},
+        "evaluation": {
+            "k": [5, 10, 20],
+            "baseline": "popularity",
+            "segments": ["warm", "cold"],
+            "embeddings": {"source": "none"},
+        },
         "output": {"path": str(output)},
     }
 

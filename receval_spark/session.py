@@ -39,7 +39,8 @@ def build_session(config: SparkConfig, *, app_name: str, quiet: bool = False) ->
 
     Under spark-submit: the session spark-submit provides; its master is never overridden.
     With ``remote``: a Spark Connect client. Otherwise: a local session on ``config.master``,
-    with Python workers pinned to this interpreter so they see the same packages, and, when
+    bound to 127.0.0.1 unless SPARK_LOCAL_IP says otherwise, with Python workers pinned to this
+    interpreter so they see the same packages, and, when
     ``quiet``, a log4j configuration without failed tasks' stack traces (``QUIET_LOG4J``).
     """
     settings = {**DEFAULT_CONF, **{k: _text(v) for k, v in config.conf.items()}}
@@ -51,6 +52,7 @@ def build_session(config: SparkConfig, *, app_name: str, quiet: bool = False) ->
         _require_java()
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # a local job listens on loopback
         if quiet:
             options = settings.get("spark.driver.extraJavaOptions", "")
             settings["spark.driver.extraJavaOptions"] = (

@@ -15,6 +15,7 @@ SHARED_DATA = Path(os.environ.get("RECEVAL_SHARED_DATA", REPO.parent / "shared" 
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # every Spark the tests start: loopback only
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -27,8 +27,10 @@ HERE = Path(__file__).resolve().parent
 RECEVAL = Path(sys.executable).with_name("receval")
 
 
-def config(data: Path, output: Path, driver_memory: str, partitions: int) -> dict:
-    return {
+def config(data: Path, output: Path, driver_memory: str, partitions: int, lean: bool) -> dict:
+    """The job; ``lean``: popularity and random at k = 10, no segments, bootstrap or comparisons
+    (the same driver-side results per row, a fraction of the executor work)."""
+    job = {
         "run": {"name": "bench-driver-memory", "date": "2026-11-30"},
         "spark": {
             "master": "local[2]",
@@ -60,6 +62,15 @@ def config(data: Path, output: Path, driver_memory: str, partitions: int) -> dic
         },
         "output": {"path": str(output)},
     }
+    if lean:
+        job["models"] = job["models"][:2]
+        job["evaluation"] = {
+            "k": [10],
+            "baseline": None,
+            "bootstrap_samples": 0,
+            "embeddings": {"source": "none"},
+        }
+    return job
 
 
 def peak_rss_kib(pid: int) -> int:
@@ -99,6 +110,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path("/tmp/receval-bench/20m"))
     parser.add_argument("--driver-memory", default="1g")
     parser.add_argument("--partitions", type=int, default=16)
+    parser.add_argument("--lean", action="store_true", help="2 models, k = 10, no statistics")
     args = parser.parse_args()
 
     if not (args.data / "interactions.parquet").exists():
@@ -117,7 +129,9 @@ def main() -> None:
         path = Path(tmp) / "job.yaml"
         path.write_text(
             yaml.safe_dump(
-                config(args.data, Path(tmp) / "reports", args.driver_memory, args.partitions)
+                config(
+                    args.data, Path(tmp) / "reports", args.driver_memory, args.partitions, args.lean
+                )
             )
         )
         started = time.monotonic()
@@ -134,6 +148,8 @@ def main() -> None:
         "exit": proc.returncode,
         "seconds": round(seconds, 1),
         "driver_memory": args.driver_memory,
+        "partitions": args.partitions,
+        "lean": args.lean,
         "peak_rss_mib": {what: round(kib / 1024) for what, kib in peaks.values()},
     }
     print(json.dumps(result))

@@ -183,6 +183,10 @@ def evaluate(config_path: str, overrides: tuple[str, ...], remote: str | None) -
         f"run {run_id} ({run_date}): {evaluation.n_users_evaluated} users evaluated; "
         f"reports in {config.output.path}"
     )
+    click.echo(
+        "  stages (s): "
+        + ", ".join(f"{name} {seconds:.1f}" for name, seconds in evaluation.stage_seconds.items())
+    )
     for row in sorted(evaluation.metrics, key=lambda r: (r.model, r.metric, r.k or 0)):
         if row.segment == "all" and row.metric in HEADLINE_METRICS:
             click.echo(

@@ -11,6 +11,7 @@ import dataclasses
 import datetime as dt
 import math
 import platform
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -119,10 +120,26 @@ class Evaluation:
     checks: list[Check]
     warnings: list[str]
     alerts: list[str] = dataclasses.field(default_factory=list)
+    stage_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
         return all(check.passed for check in self.checks)
+
+
+class StageClock:
+    """Wall seconds per job stage: ``lap(name)`` charges the time since the previous lap to
+    ``name``. Spark is lazy, so a stage ends at an action (a count or a collect) and holds
+    every transformation that action ran."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._last = time.monotonic()
+
+    def lap(self, stage: str) -> None:
+        now = time.monotonic()
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + now - self._last
+        self._last = now
 
 
 def load_interactions(spark: SparkSession, source: InteractionsSource) -> DataFrame:
@@ -228,15 +245,23 @@ def describe_split(split: Split) -> dict[str, Any]:
 
 
 def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
-    """Split, score every configured model, and aggregate accuracy and beyond-accuracy metrics."""
+    """Split, score every configured model, and aggregate accuracy and beyond-accuracy metrics.
+
+    ``stage_seconds`` of the result: read (reading and validating the inputs), split (the
+    split, Rel(u) and the evaluated users), top_k (every model's lists), accuracy (per-user
+    accuracy and its macro averages), beyond (beyond-accuracy metrics with their bootstrap),
+    statistics (paired comparisons), checks.
+    """
     settings = config.evaluation
     ks = settings.k
+    clock = StageClock()
     interactions = load_interactions(spark, config.data.interactions)
     externals = {
         m.name: load_external(spark, m, interactions=interactions)
         for m in config.models
         if isinstance(m, ExternalModel)
     }
+    clock.lap("read")
     split = split_interactions(config.split, interactions)
     split_summary = describe_split(split)
     split_summary["filter_seen"] = settings.filter_seen
@@ -256,6 +281,7 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
     if "activity" in settings.segments:
         thresholds = activity_thresholds(activity_counts(users, history)).collect()[0][0]
         split_summary["activity_quartiles"] = thresholds
+    clock.lap("split")
 
     ranked = {
         model.name: rank_candidates(
@@ -276,10 +302,17 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
     ranked_all = persist(
         union_all([r.withColumn("model", F.lit(name)) for name, r in ranked.items()])
     )
+    ranked_all.count()  # materialises the lists every later stage reads
+    clock.lap("top_k")
     models = spark.createDataFrame([(m.name,) for m in config.models], "model string")
-    per_user_long = _accuracy_per_user(
+    accuracy = _accuracy_per_user(
         ranked_all, truth, segments, catalogue, models=models, settings=settings
     )
+    rows = []
+    if accuracy is not None:
+        accuracy = persist(accuracy)
+        rows += _macro_rows(accuracy)
+    clock.lap("accuracy")
     lists = persist(top_k_lists(ranked_all, ks=ks).drop(RANK))
     inputs, skipped = _beyond_inputs(
         spark,
@@ -296,14 +329,9 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
     warnings = skipped
     beyond_users = per_user_beyond(lists, inputs, by=["model", "k"], metrics=settings.metrics)
     if beyond_users is not None:
-        beyond_users = beyond_users.join(segments, on=USER)
-    per_user_long = union_all([f for f in (per_user_long, beyond_users) if f is not None])
-    if per_user_long is not None:
-        per_user_long = persist(per_user_long)
-    rows = []
-    if per_user_long is not None:
-        averages = macro_average(per_user_long, by=["model", "segment", "metric", "k"])
-        rows += [_metric_row(r) for r in averages.collect()]
+        beyond_users = persist(beyond_users.join(segments, on=USER))
+        rows += _macro_rows(beyond_users)
+    per_user_long = union_all([f for f in (accuracy, beyond_users) if f is not None])
     groups = group_beyond(
         lists.join(segments, on=USER),
         inputs,
@@ -315,13 +343,16 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
     )
     if groups is not None:
         rows += [_metric_row(r) for r in groups.collect()]
+    clock.lap("beyond")
     comparisons = (
         compare_models(per_user_long, baseline=settings.baseline)
         if settings.baseline is not None and per_user_long is not None
         else []
     )
+    clock.lap("statistics")
     checks = run_checks(config, split_summary, rows, truth=truth, seen=seen)
     warnings = run_warnings(config, n_users, rows) + warnings
+    clock.lap("checks")
     return Evaluation(
         metrics=rows,
         comparisons=comparisons,
@@ -333,7 +364,14 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
         n_users_evaluated=n_users,
         checks=checks,
         warnings=warnings,
+        stage_seconds=clock.seconds,
     )
+
+
+def _macro_rows(per_user_long: DataFrame) -> list[MetricRow]:
+    """Macro averages with intervals of (model, segment, user_id, k, metric, value) rows."""
+    averages = macro_average(per_user_long, by=["model", "segment", "metric", "k"])
+    return [_metric_row(r) for r in averages.collect()]
 
 
 def _accuracy_per_user(
@@ -474,6 +512,7 @@ def run_job(
     started_at = clock()
     with releasing_cache():
         evaluation = evaluate(spark, config)
+        written = time.monotonic()
         comparisons = comparisons_table(spark, evaluation.comparisons, run_id=run_id)
         tables = {
             "comparisons": comparisons.coalesce(1),
@@ -492,7 +531,8 @@ def run_job(
             finished_at=clock(),
             tables=tables,
         )
-    return dataclasses.replace(evaluation, alerts=alerts)
+    stages = {**evaluation.stage_seconds, "write": time.monotonic() - written}
+    return dataclasses.replace(evaluation, alerts=alerts, stage_seconds=stages)
 
 
 def commit_run(

@@ -1,0 +1,427 @@
+"""Side by side on identical generated data: this project, Spark ML's RankingEvaluator,
+Microsoft Recommenders' Spark evaluators and a single-process numpy floor.
+
+Every tool runs in its own process (its own JVM) on the same inputs of one named scale
+(``generate.py``): interactions split at the generator's cutoff (train before, test from
+it), Rel(u) = the distinct test (user, item) pairs (implicit relevance), and the candidate
+lists of the test users. Inputs are read and cached (and counted) before the clock starts;
+each timed run then computes the tool's metrics from the cached inputs and brings the numbers
+to the driver. Tools (``--tools``):
+
+* ``receval``: precision, recall, NDCG, MAP at k = 10 with this project's functions
+  (seen-item filter, one ranking window, one per-user pass, exact macro averages).
+* ``spark_ml``: ``pyspark.ml.evaluation.RankingEvaluator``, one ``evaluate`` per metric, on
+  the (prediction array, label array) table built as its users do (window top-k,
+  ``collect_list``).
+* ``recommenders``: ``SparkRankingEvaluation`` (relevancy ``top_k``), its four metrics.
+* ``numpy``: the same four numbers in one process with numpy (sort, isin, bincount).
+* ``receval_full``: the whole job (``pipeline.run_job``) on one external model: every accuracy
+  metric at k = 5, 10, 20, every beyond-accuracy metric (category diversity, no embeddings),
+  t-intervals and bootstrap intervals (B = 100); its per-stage seconds are recorded and the
+  compared time is the stages after split and before write (top_k .. checks), the phases the
+  other tools are timed on.
+* ``recommenders_full``: the four ranking metrics plus ``SparkDiversityEvaluation``'s catalogue
+  coverage, novelty, diversity and serendipity (item co-occurrence similarity).
+
+Values are checked against the numpy numbers (1e-9) before any time is compared.
+
+    PYSPARK_PYTHON=.venv/bin/python .venv/bin/python benchmarks/side_by_side.py --scale medium
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+K = 10
+FOUR = ("precision", "recall", "ndcg", "map")
+TOOLS = ("numpy", "receval", "spark_ml", "recommenders", "receval_full", "recommenders_full")
+TOLERANCE = 1e-9
+# the stages of receval_full that correspond to the other tools' timed phase
+COMPARED_STAGES = ("top_k", "accuracy", "beyond", "statistics", "checks")
+
+
+# --- numpy floor ---------------------------------------------------------------------------
+
+
+def numpy_inputs(data: Path) -> dict[str, np.ndarray]:
+    """Train pairs, test pairs and candidates as int64/float64 arrays (read, not timed)."""
+    import pyarrow.parquet as pq
+
+    meta = json.loads((data / "meta.json").read_text())
+    log = pq.read_table(data / "interactions.parquet").to_pydict()
+    users = np.asarray(log["user_id"], dtype=np.int64)
+    items = np.asarray(log["item_id"], dtype=np.int64)
+    test = np.asarray(log["timestamp"], dtype=np.int64) >= meta["cutoff"]
+    candidates = pq.read_table(data / "candidates.parquet")
+    return {
+        "n_items": np.int64(meta["items"]),
+        "train_user": users[~test],
+        "train_item": items[~test],
+        "test_user": users[test],
+        "test_item": items[test],
+        "cand_user": candidates["user_id"].to_numpy(),
+        "cand_item": candidates["item_id"].to_numpy(),
+        "cand_score": candidates["score"].to_numpy(),
+    }
+
+
+def numpy_four(a: dict[str, np.ndarray]) -> dict[str, float]:
+    """P, R, NDCG, MAP at K over the users with a relevant test item (DESIGN §5)."""
+    n = a["n_items"]
+    seen = np.unique(a["train_user"] * n + a["train_item"])
+    keep = ~np.isin(a["cand_user"] * n + a["cand_item"], seen, assume_unique=False)
+    user, item, score = a["cand_user"][keep], a["cand_item"][keep], a["cand_score"][keep]
+    order = np.lexsort((item, -score, user))
+    user, item = user[order], item[order]
+    starts = np.flatnonzero(np.r_[True, user[1:] != user[:-1]])
+    rank = np.arange(len(user)) - np.repeat(starts, np.diff(np.r_[starts, len(user)])) + 1
+    top = rank <= K
+    user, item, rank = user[top], item[top], rank[top]
+    truth = np.unique(a["test_user"] * n + a["test_item"])
+    truth_users, n_relevant = np.unique(truth // n, return_counts=True)
+    hit = np.isin(user * n + item, truth, assume_unique=False)
+    # position of each list's user among the evaluated users (lists of other users drop out)
+    at = np.minimum(np.searchsorted(truth_users, user), len(truth_users) - 1)
+    evaluated = truth_users[at] == user
+    at, hit, rank = at[evaluated], hit[evaluated], rank[evaluated]
+    # hits at ranks <= i within each user's list (rows are sorted by user, then rank)
+    running = np.cumsum(hit)
+    starts = np.flatnonzero(np.r_[True, at[1:] != at[:-1]])
+    hits_so_far = running - np.repeat(
+        running[starts] - hit[starts], np.diff(np.r_[starts, len(at)])
+    )
+    size = len(truth_users)
+    hits = np.bincount(at, weights=hit, minlength=size)
+    dcg = np.bincount(at, weights=hit / np.log2(rank + 1.0), minlength=size)
+    ap_sum = np.bincount(at, weights=hit * hits_so_far / rank, minlength=size)
+    discounts = np.cumsum(1.0 / np.log2(np.arange(1, K + 1) + 1.0))
+    idcg = discounts[np.minimum(n_relevant, K) - 1]
+    return {
+        "precision": float(np.mean(hits / K)),
+        "recall": float(np.mean(hits / n_relevant)),
+        "ndcg": float(np.mean(dcg / idcg)),
+        "map": float(np.mean(ap_sum / np.minimum(n_relevant, K))),
+    }
+
+
+# --- Spark tools ---------------------------------------------------------------------------
+
+
+def spark_inputs(spark: Any, data: Path) -> dict[str, Any]:
+    """Train pairs, Rel(u) with grade 1, candidates: read, persisted and counted (not timed)."""
+    from pyspark.sql import functions as F
+
+    meta = json.loads((data / "meta.json").read_text())
+    log = spark.read.parquet(str(data / "interactions.parquet"))
+    cutoff = F.col("timestamp") >= meta["cutoff"]
+    inputs = {
+        "train": log.filter(~cutoff).select("user_id", "item_id").distinct(),
+        "truth": log.filter(cutoff)
+        .select("user_id", "item_id")
+        .distinct()
+        .withColumn("grade", F.lit(1.0)),
+        "candidates": spark.read.parquet(str(data / "candidates.parquet")),
+    }
+    for name, df in inputs.items():
+        inputs[name] = df.persist()
+        inputs[name].count()
+    return inputs
+
+
+def receval_four(spark: Any, inputs: dict[str, Any]) -> dict[str, float]:
+    """This project's functions: seen filter + top-k window, per-user pass, exact averages."""
+    from receval_spark.metrics.accuracy import per_user_accuracy
+    from receval_spark.metrics.aggregate import macro_average, to_long
+    from receval_spark.topk import rank_candidates
+
+    ranked = rank_candidates(inputs["candidates"], k=K, seen=inputs["train"])
+    scores = per_user_accuracy(ranked, inputs["truth"], ks=[K])
+    long = to_long(scores, metrics=FOUR, keys=["user_id", "k"])
+    return {r["metric"]: r["value"] for r in macro_average(long, by=["metric"]).collect()}
+
+
+def top_lists(candidates: Any) -> Any:
+    """(user_id, item_id, rank <= K): the window top-k every Spark tool's users write."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    order = Window.partitionBy("user_id").orderBy(F.col("score").desc(), F.col("item_id"))
+    ranked = candidates.withColumn("rank", F.row_number().over(order))
+    return ranked.filter(F.col("rank") <= K)
+
+
+def spark_ml_four(spark: Any, inputs: dict[str, Any]) -> dict[str, float]:
+    """RankingEvaluator on (prediction, label) double arrays, one evaluate per metric."""
+    from pyspark.ml.evaluation import RankingEvaluator
+    from pyspark.sql import functions as F
+
+    predictions = (
+        top_lists(inputs["candidates"])
+        .groupBy("user_id")
+        .agg(F.sort_array(F.collect_list(F.struct("rank", "item_id"))).alias("ranked"))
+        .select("user_id", F.col("ranked.item_id").cast("array<double>").alias("prediction"))
+    )
+    labels = (
+        inputs["truth"]
+        .groupBy("user_id")
+        .agg(F.collect_list(F.col("item_id").cast("double")).alias("label"))
+    )
+    table = labels.join(predictions, "user_id", "left").select(
+        F.coalesce("prediction", F.array().cast("array<double>")).alias("prediction"), "label"
+    )
+    names = {
+        "precision": "precisionAtK",
+        "recall": "recallAtK",
+        "ndcg": "ndcgAtK",
+        "map": "meanAveragePrecisionAtK",
+    }
+    return {
+        metric: RankingEvaluator(metricName=name, k=K).evaluate(table)
+        for metric, name in names.items()
+    }
+
+
+def recommenders_ranking(inputs: dict[str, Any]) -> dict[str, float]:
+    """recommenders' SparkRankingEvaluation with relevancy_method='top_k'."""
+    from pyspark.sql import functions as F
+    from recommenders.evaluation.spark_evaluation import SparkRankingEvaluation
+
+    evaluation = SparkRankingEvaluation(
+        inputs["truth"].select("user_id", "item_id", F.lit(1.0).alias("rating")),
+        inputs["candidates"],
+        k=K,
+        relevancy_method="top_k",
+        col_user="user_id",
+        col_item="item_id",
+        col_rating="rating",
+        col_prediction="score",
+    )
+    return {
+        "precision": evaluation.precision_at_k(),
+        "recall": evaluation.recall_at_k(),
+        "ndcg": evaluation.ndcg_at_k(),
+        "map": evaluation.map_at_k(),
+    }
+
+
+def recommenders_full(spark: Any, inputs: dict[str, Any]) -> dict[str, float]:
+    """The four ranking metrics plus SparkDiversityEvaluation's four at K."""
+    from recommenders.evaluation.spark_evaluation import SparkDiversityEvaluation
+
+    values = recommenders_ranking(inputs)
+    diversity = SparkDiversityEvaluation(
+        train_df=inputs["train"],
+        reco_df=top_lists(inputs["candidates"]).select("user_id", "item_id"),
+        col_user="user_id",
+        col_item="item_id",
+    )
+    return values | {
+        "coverage": diversity.catalog_coverage(),
+        "novelty (recommenders)": diversity.novelty(),
+        "diversity (recommenders)": diversity.diversity(),
+        "serendipity (recommenders)": diversity.serendipity(),
+    }
+
+
+def full_job_config(data: Path, output: Path) -> dict[str, Any]:
+    """The whole job on the generated data: one external model, every metric at 5, 10, 20."""
+    meta = json.loads((data / "meta.json").read_text())
+    cutoff = dt.datetime.fromtimestamp(meta["cutoff"], dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return {
+        "run": {"name": "bench-side-by-side", "date": "2026-11-30"},
+        "data": {
+            "interactions": {
+                "path": str(data / "interactions.parquet"),
+                "columns": {"rating": "rating"},
+            },
+            "items": {"path": str(data / "items.parquet"), "columns": {"category": "categories"}},
+        },
+        "split": {"method": "global_temporal", "cutoff": cutoff},
+        "relevance": {"kind": "implicit"},
+        "models": [{"name": "model", "kind": "external", "path": str(data / "candidates.parquet")}],
+        "evaluation": {
+            "k": [5, 10, 20],
+            "baseline": None,
+            "segments": [],
+            "embeddings": {"source": "none"},
+        },
+        "output": {"path": str(output)},
+    }
+
+
+def receval_full_run(spark: Any, data: Path) -> tuple[dict[str, float], dict[str, float]]:
+    """One run of the whole job in this process: (metric values at K, stage seconds)."""
+    import yaml
+
+    from receval_spark.config import load_config
+    from receval_spark.pipeline import run_job
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "job.yaml"
+        path.write_text(yaml.safe_dump(full_job_config(data, Path(tmp) / "reports")))
+        config = load_config(str(path), ())
+        evaluation = run_job(
+            spark,
+            config,
+            run_id="bench",
+            run_date=dt.date(2026, 11, 30),
+            clock=lambda: dt.datetime.now(dt.UTC),
+        )
+    values = {
+        r.metric: r.value
+        for r in evaluation.metrics
+        if r.segment == "all" and r.k == K and r.metric in (*FOUR, "coverage")
+    }
+    return values, evaluation.stage_seconds
+
+
+# --- one tool in this process ----------------------------------------------------------------
+
+
+def worker(tool: str, data: Path, runs: int) -> dict[str, Any]:
+    """Load the inputs once, then time ``runs`` runs of ``tool``: seconds and values."""
+    started = time.monotonic()
+    if tool == "numpy":
+        arrays = numpy_inputs(data)
+        compute: Callable[[], dict[str, float]] = lambda: numpy_four(arrays)  # noqa: E731
+    else:
+        sys.path.insert(0, str(HERE))
+        from common import bench_session
+
+        spark = bench_session()
+        inputs = {} if tool == "receval_full" else spark_inputs(spark, data)
+        compute = {
+            "receval": lambda: receval_four(spark, inputs),
+            "spark_ml": lambda: spark_ml_four(spark, inputs),
+            "recommenders": lambda: recommenders_ranking(inputs),
+            "recommenders_full": lambda: recommenders_full(spark, inputs),
+        }.get(tool)
+    loaded = time.monotonic() - started
+    seconds, stages, values = [], [], {}
+    for _ in range(runs):
+        began = time.monotonic()
+        if tool == "receval_full":
+            values, stage_seconds = receval_full_run(spark, data)
+            stages.append(stage_seconds)
+            seconds.append(sum(stage_seconds[s] for s in COMPARED_STAGES))
+        else:
+            values = compute()
+            seconds.append(time.monotonic() - began)
+        print(f"{tool}: run {len(seconds)} {seconds[-1]:.2f} s", file=sys.stderr, flush=True)
+    return {
+        "tool": tool,
+        "load_seconds": loaded,
+        "runs": seconds,
+        "median": statistics.median(seconds),
+        "values": values,
+        "stages": stages,
+    }
+
+
+# --- the comparison ------------------------------------------------------------------------
+
+
+def run_tool(tool: str, data: Path, runs: int, timeout: float) -> dict[str, Any]:
+    """``worker`` in a fresh Python process; a failure or timeout is recorded, not raised."""
+    with tempfile.TemporaryDirectory() as tmp:
+        result = Path(tmp) / "result.json"
+        command = [sys.executable, __file__, "--worker", tool, "--data", str(data)]
+        command += ["--runs", str(runs), "--result", str(result)]
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+        started = time.monotonic()
+        try:
+            done = subprocess.run(command, env=env, timeout=timeout, capture_output=True, text=True)
+        except subprocess.TimeoutExpired:
+            return {"tool": tool, "error": f"no result within {timeout:.0f} s"}
+        if done.returncode != 0 or not result.exists():
+            return {"tool": tool, "error": done.stderr.strip().splitlines()[-1:]}
+        outcome = json.loads(result.read_text())
+        outcome["process_seconds"] = time.monotonic() - started
+        return outcome
+
+
+def agreement(results: list[dict[str, Any]]) -> dict[str, float]:
+    """Largest absolute difference of each tool's four values from the numpy floor's."""
+    floor = next(r for r in results if r["tool"] == "numpy")["values"]
+    return {
+        r["tool"]: max(abs(r["values"][m] - floor[m]) for m in FOUR)
+        for r in results
+        if "values" in r
+    }
+
+
+def table(results: list[dict[str, Any]], differences: dict[str, float]) -> str:
+    """Markdown: median, runs and ratios to Spark ML and to recommenders (same metric set)."""
+    medians = {r["tool"]: r["median"] for r in results if "median" in r}
+    lines = [
+        "| tool | metrics | runs (s) | median (s) | / Spark ML | / recommenders | max |Δ| |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        if "error" in r:
+            lines.append(f"| {r['tool']} | | {r['error']} | | | | |")
+            continue
+        tool, median = r["tool"], r["median"]
+        full = tool.endswith("_full")
+        reference = "recommenders_full" if full else "recommenders"
+        ratio_ml = "" if full else _ratio(median, medians.get("spark_ml"))
+        lines.append(
+            f"| {tool} | {'full' if full else '4 @ 10'} | "
+            f"{', '.join(f'{s:.2f}' for s in r['runs'])} | {median:.2f} | {ratio_ml} | "
+            f"{_ratio(median, medians.get(reference))} | {differences.get(tool, 0):.1e} |"
+        )
+    return "\n".join(lines)
+
+
+def _ratio(value: float, reference: float | None) -> str:
+    return "" if reference is None else f"{value / reference:.2f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", choices=("small", "medium", "large"), default="small")
+    parser.add_argument("--data", type=Path, help="default: /tmp/receval-bench/SCALE")
+    parser.add_argument("--tools", default=",".join(TOOLS))
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per tool")
+    parser.add_argument("--worker", choices=TOOLS, help=argparse.SUPPRESS)
+    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    data = args.data or Path("/tmp/receval-bench") / args.scale
+    if args.worker:
+        args.result.write_text(json.dumps(worker(args.worker, data, args.runs)))
+        return
+
+    sys.path.insert(0, str(HERE))
+    from generate import generate_scale
+
+    sizes = generate_scale(args.scale, data)
+    print(json.dumps(sizes), flush=True)
+    results = []
+    for tool in args.tools.split(","):
+        results.append(run_tool(tool, data, args.runs, args.timeout))
+        print(json.dumps(results[-1]), flush=True)
+    differences = agreement(results) if any(r["tool"] == "numpy" for r in results) else {}
+    wrong = {tool: d for tool, d in differences.items() if d > TOLERANCE}
+    print(table(results, differences))
+    (data / "side_by_side.json").write_text(json.dumps({"sizes": sizes, "results": results}))
+    if wrong:
+        sys.exit(f"values differ from the numpy floor by more than {TOLERANCE}: {wrong}")
+
+
+if __name__ == "__main__":
+    main()

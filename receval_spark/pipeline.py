@@ -103,6 +103,7 @@ from receval_spark.stats import (
 )
 from receval_spark.topk import rank_candidates
 
+JOB_STAGES = ("read", "split", "top_k", "accuracy", "beyond", "statistics", "checks")
 PROPORTIONS = ("coverage", "gini", "personalization")  # bootstrapped statistics in [0, 1]
 UNIT_INTERVAL = (0.0, 1.0)
 

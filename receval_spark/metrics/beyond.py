@@ -80,15 +80,28 @@ def with_item_popularity(lists: DataFrame, catalogue: DataFrame) -> DataFrame:
     )
 
 
+def weighted_exposure(rows: DataFrame, *, keys: Sequence[str], weight: Column) -> DataFrame:
+    """(*keys, f, s, q) from list rows with ``list_size``: f = sum of w, s = sum of
+    w |R_k(u)|^{-1/2} and q = sum of w / |R_k(u)| over the rows of each key.
+
+    The weights are first summed as longs per (key, list size), so the exact sums of s and q
+    run over the few distinct list sizes of a key instead of over every list row.
+    """
+    per_size = rows.groupBy(*keys, "list_size").agg(F.sum(weight).alias("_w"))
+    w, x = F.col("_w"), F.lit(1.0) / F.sqrt("list_size")
+    return per_size.groupBy(*keys).agg(
+        F.sum(w).alias("f"), exact_sum(w * x).alias("s"), exact_sum(w * x * x).alias("q")
+    )
+
+
 def item_exposure(lists: DataFrame, catalogue: DataFrame, *, by: Sequence[str]) -> DataFrame:
     """(*by, item_id, n_interactions, in_catalogue, f, s, q): per recommended item, f = number
     of lists holding it, s = sum of |R_k(u)|^{-1/2} and q = sum of 1 / |R_k(u)| over those
     lists. Every group statistic below is read off this one item-level table."""
-    x = F.lit(1.0) / F.sqrt("list_size")
-    return (
-        with_item_popularity(with_list_size(lists, by=by), catalogue)
-        .groupBy(*by, ITEM, "n_interactions", "in_catalogue")
-        .agg(F.count(F.lit(1)).alias("f"), exact_sum(x).alias("s"), exact_sum(x * x).alias("q"))
+    return weighted_exposure(
+        with_item_popularity(with_list_size(lists, by=by), catalogue),
+        keys=[*by, ITEM, "n_interactions", "in_catalogue"],
+        weight=F.lit(1),
     )
 
 
@@ -464,21 +477,15 @@ def bootstrap_exposure(
     No replicate is materialised: each list row is fanned out to the replicates where its
     user's weight is positive, inside the map stage that partially aggregates it by item.
     """
-    x = F.lit(1.0) / F.sqrt("list_size")
     replicate = F.explode(F.sequence(F.lit(0), F.lit(samples - 1))).alias("replicate")
     rows = with_item_popularity(with_list_size(lists, by=by), catalogue).select(
-        *by, USER, ITEM, "n_interactions", "in_catalogue", x.alias("_x"), replicate
+        *by, USER, ITEM, "n_interactions", "in_catalogue", "list_size", replicate
     )
-    w = F.col("_w")
-    return (
-        rows.withColumn("_w", replicate_weight(seed, F.col(USER), F.col("replicate")))
-        .filter(w > 0)
-        .groupBy(*by, "replicate", ITEM, "n_interactions", "in_catalogue")
-        .agg(
-            F.sum(w).alias("f"),
-            exact_sum(w * F.col("_x")).alias("s"),
-            exact_sum(w * F.col("_x") * F.col("_x")).alias("q"),
-        )
+    weighted = rows.withColumn("_w", replicate_weight(seed, F.col(USER), F.col("replicate")))
+    return weighted_exposure(
+        weighted.filter(F.col("_w") > 0),
+        keys=[*by, "replicate", ITEM, "n_interactions", "in_catalogue"],
+        weight=F.col("_w"),
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 import pyspark
@@ -18,6 +19,7 @@ from conftest import kept_sql_conf
 from demo_job import DATE_A, DATE_M, VENV_BIN, DemoRuns, explain, run, snapshot
 
 from receval_spark.cli import main
+from receval_spark.pipeline import JOB_STAGES
 
 pytestmark = pytest.mark.integration
 
@@ -111,6 +113,10 @@ def test_receval_evaluate_demo_writes_the_contract_reports(spark, demo_runs: Dem
     assert proc.returncode == 0, explain(proc)
     out = demo_runs.after_first
     assert f"({DATE_A})" in proc.stdout and "users evaluated" in proc.stdout, proc.stdout
+    stages = re.search(r"stages \(s\): (.*)", proc.stdout)
+    assert stages is not None, proc.stdout
+    names = [part.split()[0] for part in stages.group(1).split(", ")]
+    assert names == [*JOB_STAGES, "write"], stages.group(1)
     for dataset in ("metrics", "runs", "per_user"):
         assert (out / dataset / f"run_date={DATE_A}").is_dir(), dataset
 

@@ -18,6 +18,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from receval_spark.pipeline import JOB_STAGES
+
 pytestmark = pytest.mark.shared_data
 
 _TESTS = str(Path(__file__).resolve().parents[1])
@@ -313,3 +315,10 @@ def test_popularity_values_are_plausible(spark_metrics) -> None:
     pop = spark_metrics[spark_metrics["model"] == "popularity"].set_index(["metric", "k"])
     assert 0.05 < pop.loc[("ndcg", 10), "value"] < 0.9
     assert 0.05 < pop.loc[("map", 10), "value"] < 0.9
+
+
+def test_every_stage_of_the_job_is_timed(evaluation) -> None:
+    """evaluate() charges its wall time to the job's stages, in the order they run."""
+    assert list(evaluation.stage_seconds) == list(JOB_STAGES)
+    assert all(seconds >= 0 for seconds in evaluation.stage_seconds.values())
+    assert evaluation.stage_seconds["top_k"] > 0 and evaluation.stage_seconds["accuracy"] > 0

@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test setup lint
+.PHONY: demo test setup lint bench
+SCALE ?= small
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,3 +22,8 @@ lint: setup
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+# side by side with Spark ML, Microsoft Recommenders and a numpy floor (benchmarks/README.md)
+bench: setup
+	$(BIN)/python -m pip install --quiet --no-deps recommenders==1.2.1
+	PYSPARK_PYTHON=$(abspath $(BIN))/python $(BIN)/python benchmarks/side_by_side.py --scale $(SCALE)

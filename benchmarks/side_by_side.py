@@ -62,10 +62,10 @@ def numpy_inputs(data: Path) -> dict[str, np.ndarray]:
     import pyarrow.parquet as pq
 
     meta = json.loads((data / "meta.json").read_text())
-    log = pq.read_table(data / "interactions.parquet").to_pydict()
-    users = np.asarray(log["user_id"], dtype=np.int64)
-    items = np.asarray(log["item_id"], dtype=np.int64)
-    test = np.asarray(log["timestamp"], dtype=np.int64) >= meta["cutoff"]
+    log = pq.read_table(data / "interactions.parquet")
+    users = log["user_id"].to_numpy()
+    items = log["item_id"].to_numpy()
+    test = log["timestamp"].to_numpy() >= meta["cutoff"]
     candidates = pq.read_table(data / "candidates.parquet")
     return {
         "n_items": np.int64(meta["items"]),
@@ -83,9 +83,11 @@ def numpy_four(a: dict[str, np.ndarray]) -> dict[str, float]:
     """P, R, NDCG, MAP at K over the users with a relevant test item (DESIGN §5)."""
     n = a["n_items"]
     seen = np.unique(a["train_user"] * n + a["train_item"])
-    keep = ~np.isin(a["cand_user"] * n + a["cand_item"], seen, assume_unique=False)
+    keep = ~members(a["cand_user"] * n + a["cand_item"], seen)
     user, item, score = a["cand_user"][keep], a["cand_item"][keep], a["cand_score"][keep]
-    order = np.lexsort((item, -score, user))
+    order = np.argsort(item, kind="stable")  # ties: item ascending
+    order = order[np.argsort(-score[order], kind="stable")]
+    order = order[np.argsort(user[order], kind="stable")]
     user, item = user[order], item[order]
     starts = np.flatnonzero(np.r_[True, user[1:] != user[:-1]])
     rank = np.arange(len(user)) - np.repeat(starts, np.diff(np.r_[starts, len(user)])) + 1
@@ -93,7 +95,7 @@ def numpy_four(a: dict[str, np.ndarray]) -> dict[str, float]:
     user, item, rank = user[top], item[top], rank[top]
     truth = np.unique(a["test_user"] * n + a["test_item"])
     truth_users, n_relevant = np.unique(truth // n, return_counts=True)
-    hit = np.isin(user * n + item, truth, assume_unique=False)
+    hit = members(user * n + item, truth)
     # position of each list's user among the evaluated users (lists of other users drop out)
     at = np.minimum(np.searchsorted(truth_users, user), len(truth_users) - 1)
     evaluated = truth_users[at] == user
@@ -116,6 +118,12 @@ def numpy_four(a: dict[str, np.ndarray]) -> dict[str, float]:
         "ndcg": float(np.mean(dcg / idcg)),
         "map": float(np.mean(ap_sum / np.minimum(n_relevant, K))),
     }
+
+
+def members(values: np.ndarray, sorted_unique: np.ndarray) -> np.ndarray:
+    """values[i] in sorted_unique, by binary search (no sort of ``values``)."""
+    at = np.minimum(np.searchsorted(sorted_unique, values), len(sorted_unique) - 1)
+    return sorted_unique[at] == values
 
 
 # --- Spark tools ---------------------------------------------------------------------------

@@ -77,23 +77,23 @@ def _candidates(
     timestamps: np.ndarray,
     items: int,
     n_candidates: int,
-    cutoff: float | None,
+    cut: int | None,
     users: int,
 ) -> pa.Table:
     """(user_id, item_id, score), one row per (user, item): every user's draws, or, with a
-    ``cutoff``, the test users' draws minus their train items plus 30% of their test items."""
-    if cutoff is None:
+    cut-off timestamp ``cut``, the test users' draws minus their train items plus 30% of their
+    test items."""
+    if cut is None:
         candidate_users = np.arange(users, dtype=np.int64)
     else:
-        cut = START + int(cutoff * YEAR_SECONDS)
-        candidate_users = np.unique(user_ids[timestamps >= cut])
+        test = timestamps >= cut
+        candidate_users = np.unique(user_ids[test])
     rows_user = np.repeat(candidate_users, n_candidates)
     rows_item = zipf_items(rng, items, len(rows_user), exponent=0.8)
     scores = rng.random(len(rows_user))
-    if cutoff is not None:
-        train_keys = np.unique(user_ids[timestamps < cut] * items + item_ids[timestamps < cut])
+    if cut is not None:
+        train_keys = np.unique(user_ids[~test] * items + item_ids[~test])
         unseen = ~np.isin(rows_user * items + rows_item, train_keys)
-        test = timestamps >= cut
         known = rng.random(int(test.sum())) < 0.3
         rows_user = np.concatenate([user_ids[test][known], rows_user[unseen]])
         rows_item = np.concatenate([item_ids[test][known], rows_item[unseen]])
@@ -131,6 +131,7 @@ def generate(
     period starts; candidates are then generated for test users only (see the module doc).
     """
     rng = np.random.default_rng(seed)
+    cut = None if cutoff is None else START + int(cutoff * YEAR_SECONDS)
     activity = np.maximum(
         1, rng.lognormal(np.log(mean_activity) - 0.5, 1.0, size=users).astype(np.int64)
     )
@@ -167,13 +168,12 @@ def generate(
         timestamps=timestamps,
         items=items,
         n_candidates=n_candidates,
-        cutoff=cutoff,
+        cut=cut,
         users=users,
     )
     pq.write_table(candidates, out / "candidates.parquet")
     sizes = {"interactions": len(user_ids), "items": items, "candidates": candidates.num_rows}
-    if cutoff is not None:
-        cut = START + int(cutoff * YEAR_SECONDS)
+    if cut is not None:
         test = timestamps >= cut
         sizes |= {
             "users": users,

@@ -150,7 +150,7 @@ def spark_inputs(spark: Any, data: Path) -> dict[str, Any]:
     return inputs
 
 
-def receval_four(spark: Any, inputs: dict[str, Any]) -> dict[str, float]:
+def receval_four(inputs: dict[str, Any]) -> dict[str, float]:
     """This project's functions: seen filter + top-k window, per-user pass, exact averages."""
     from receval_spark.metrics.accuracy import per_user_accuracy
     from receval_spark.metrics.aggregate import macro_average, to_long
@@ -172,7 +172,7 @@ def top_lists(candidates: Any) -> Any:
     return ranked.filter(F.col("rank") <= K)
 
 
-def spark_ml_four(spark: Any, inputs: dict[str, Any]) -> dict[str, float]:
+def spark_ml_four(inputs: dict[str, Any]) -> dict[str, float]:
     """RankingEvaluator on (prediction, label) double arrays, one evaluate per metric."""
     from pyspark.ml.evaluation import RankingEvaluator
     from pyspark.sql import functions as F
@@ -226,7 +226,7 @@ def recommenders_ranking(inputs: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def recommenders_full(spark: Any, inputs: dict[str, Any]) -> dict[str, float]:
+def recommenders_full(inputs: dict[str, Any]) -> dict[str, float]:
     """The four ranking metrics plus SparkDiversityEvaluation's four at K."""
     from recommenders.evaluation.spark_evaluation import SparkDiversityEvaluation
 
@@ -313,10 +313,10 @@ def worker(tool: str, data: Path, runs: int) -> dict[str, Any]:
         spark = bench_session()
         inputs = {} if tool == "receval_full" else spark_inputs(spark, data)
         compute = {
-            "receval": lambda: receval_four(spark, inputs),
-            "spark_ml": lambda: spark_ml_four(spark, inputs),
+            "receval": lambda: receval_four(inputs),
+            "spark_ml": lambda: spark_ml_four(inputs),
             "recommenders": lambda: recommenders_ranking(inputs),
-            "recommenders_full": lambda: recommenders_full(spark, inputs),
+            "recommenders_full": lambda: recommenders_full(inputs),
         }.get(tool)
     loaded = time.monotonic() - started
     seconds, stages, values = [], [], {}
@@ -376,7 +376,7 @@ def table(results: list[dict[str, Any]], differences: dict[str, float]) -> str:
     """Markdown: median, runs and ratios to Spark ML and to recommenders (same metric set)."""
     medians = {r["tool"]: r["median"] for r in results if "median" in r}
     lines = [
-        "| tool | metrics | runs (s) | median (s) | / Spark ML | / recommenders | max |Δ| |",
+        "| tool | metrics | runs (s) | median (s) | / Spark ML | / recommenders | max diff |",
         "|---|---|---|---:|---:|---:|---:|",
     ]
     for r in results:

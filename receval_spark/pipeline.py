@@ -129,8 +129,8 @@ class Evaluation:
 
 
 class StageClock:
-    """Wall seconds per job stage: ``lap(name)`` charges the time since the previous lap to
-    ``name``. Spark is lazy, so a stage ends at an action (a count or a collect) and holds
+    """Wall seconds per job stage: ``lap(name)`` records the time since the previous lap as
+    ``name``'s. Spark is lazy, so a stage ends at an action (a count or a collect) and holds
     every transformation that action ran."""
 
     def __init__(self) -> None:
@@ -139,7 +139,7 @@ class StageClock:
 
     def lap(self, stage: str) -> None:
         now = time.monotonic()
-        self.seconds[stage] = self.seconds.get(stage, 0.0) + now - self._last
+        self.seconds[stage] = now - self._last
         self._last = now
 
 
@@ -513,7 +513,7 @@ def run_job(
     started_at = clock()
     with releasing_cache():
         evaluation = evaluate(spark, config)
-        written = time.monotonic()
+        writing_from = time.monotonic()
         comparisons = comparisons_table(spark, evaluation.comparisons, run_id=run_id)
         tables = {
             "comparisons": comparisons.coalesce(1),
@@ -532,7 +532,7 @@ def run_job(
             finished_at=clock(),
             tables=tables,
         )
-    stages = {**evaluation.stage_seconds, "write": time.monotonic() - written}
+    stages = {**evaluation.stage_seconds, "write": time.monotonic() - writing_from}
     return dataclasses.replace(evaluation, alerts=alerts, stage_seconds=stages)
 
 

@@ -56,8 +56,8 @@ def test_numpy_floor_equals_the_spark_metrics(spark, data: Path) -> None:
     floor = side_by_side.numpy_four(side_by_side.numpy_inputs(data))
     inputs = side_by_side.spark_inputs(spark, data)
     try:
-        values = side_by_side.receval_four(spark, inputs)
-        ml = side_by_side.spark_ml_four(spark, inputs)
+        values = side_by_side.receval_four(inputs)
+        ml = side_by_side.spark_ml_four(inputs)
     finally:
         for df in inputs.values():
             df.unpersist()

@@ -29,11 +29,20 @@ aggregation. Group-level metrics come back as (*by, metric, value, n_users); per
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import pandas as pd
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    DoubleType,
+    IntegerType,
+    LongType,
+    StructField,
+    StructType,
+)
 
 from receval_spark.cache import persist
 from receval_spark.metrics.aggregate import exact_mean, exact_std, exact_sum, union_all
@@ -447,16 +456,20 @@ BOOTSTRAPPED_METRICS = ("coverage", "gini", "entropy", "popularity_bias", "perso
 POISSON_MAX = 16
 
 
-def poisson_weight(u: Column) -> Column:
-    """A Poisson(1) draw from u ~ U[0, 1): the smallest w with P(W <= w) > u (capped at 16,
-    P(W > 16) < 1e-14)."""
-    cdf, term, weight = 0.0, math.exp(-1.0), F.lit(POISSON_MAX)
-    thresholds = []
+def poisson_thresholds() -> list[float]:
+    """P(W <= w) for W ~ Poisson(1), w = 0 .. POISSON_MAX - 1 (P(W > 16) < 1e-14)."""
+    cdf, term, thresholds = 0.0, math.exp(-1.0), []
     for w in range(POISSON_MAX):
         cdf += term
         term /= w + 1
-        thresholds.append((w, cdf))
-    for w, threshold in reversed(thresholds):
+        thresholds.append(cdf)
+    return thresholds
+
+
+def poisson_weight(u: Column) -> Column:
+    """A Poisson(1) draw from u ~ U[0, 1): the smallest w with P(W <= w) > u (capped at 16)."""
+    weight = F.lit(POISSON_MAX)
+    for w, threshold in reversed(list(enumerate(poisson_thresholds()))):
         weight = F.when(u < F.lit(threshold), F.lit(w)).otherwise(weight)
     return weight
 
@@ -467,6 +480,85 @@ def replicate_weight(seed: int, user: Column, replicate: Column) -> Column:
     return poisson_weight(uniform(F.xxhash64(F.lit(seed), user, replicate)))
 
 
+def replicate_exposure_kernel(
+    samples: int, columns: Sequence[str]
+) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """The numpy side of :func:`bootstrap_exposure`: list rows (``columns`` + ``_h`` =
+    xxhash64(seed, user), ``list_size``) of whole items -> (``columns``, replicate, f, s, q)
+    for every (item, replicate) with f > 0.
+
+    W(user, b) is :func:`replicate_weight` exactly: Spark's xxhash64 of the int b seeded with
+    ``_h`` (XXH64 ``hashInt``), its low 40 bits as u, the Poisson(1) inverse CDF at u. Weights
+    are summed as integers per (item, list size), then s and q are read off the few list
+    sizes, as in :func:`weighted_exposure`. Rows are handled in chunks of ``CHUNK_ROWS``, so
+    memory is bounded by the chunk and the items, not by the group.
+
+    Everything the kernel uses lives inside it (numpy, pandas and constants only): it is
+    pickled by value, so executors run it without importing this package.
+    """
+    thresholds = np.asarray(poisson_thresholds())
+    columns = list(columns)
+    chunk_rows = CHUNK_ROWS
+
+    def kernel(rows: pd.DataFrame) -> pd.DataFrame:
+        primes = [
+            np.uint64(p)
+            for p in (
+                0x9E3779B185EBCA87,
+                0xC2B2AE3D27D4EB4F,
+                0x165667B19E3779F9,
+                0x27D4EB2F165667C5 + 4,
+            )
+        ]
+        p1, p2, p3, p5_4 = primes
+        replicates = np.arange(samples, dtype=np.uint64) * p1  # hashInt: (b & 0xFFFFFFFF) * P1
+
+        def weights(seeds: np.ndarray) -> np.ndarray:
+            h = (seeds[:, None] + p5_4) ^ replicates[None, :]
+            h = ((h << np.uint64(23)) | (h >> np.uint64(41))) * p2 + p3
+            h ^= h >> np.uint64(33)
+            h *= p2
+            h ^= h >> np.uint64(29)
+            h *= p3
+            h ^= h >> np.uint64(32)
+            u = (h & np.uint64((1 << 40) - 1)).astype(np.float64) / float(1 << 40)
+            return np.searchsorted(thresholds, u, side="right").astype(np.int32)
+
+        rows = rows.sort_values([ITEM, "list_size"], kind="stable", ignore_index=True)
+        item = rows[ITEM].to_numpy()
+        size = rows["list_size"].to_numpy()
+        seeds = rows["_h"].to_numpy().view(np.uint64)
+        starts = np.flatnonzero(
+            np.r_[True, (item[1:] != item[:-1]) | (size[1:] != size[:-1])]
+        )  # one segment per (item, list size)
+        segment_of_row = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(rows)]))
+        per_size = np.zeros((len(starts), samples), dtype=np.int64)
+        for lo in range(0, len(rows), chunk_rows):
+            hi = min(lo + chunk_rows, len(rows))
+            segments = segment_of_row[lo:hi]
+            bounds = np.flatnonzero(np.r_[True, segments[1:] != segments[:-1]])
+            per_size[segments[bounds]] += np.add.reduceat(weights(seeds[lo:hi]), bounds, axis=0)
+        x = 1.0 / np.sqrt(size[starts].astype(np.float64))
+        segment_item = item[starts]
+        item_starts = np.flatnonzero(np.r_[True, segment_item[1:] != segment_item[:-1]])
+        f = np.add.reduceat(per_size, item_starts, axis=0)
+        s = np.add.reduceat(per_size * x[:, None], item_starts, axis=0)
+        q = np.add.reduceat(per_size * x[:, None] * x[:, None], item_starts, axis=0)
+        held, replicate = np.nonzero(f)
+        out = rows.loc[starts[item_starts[held]], columns].reset_index(drop=True)
+        return out.assign(
+            replicate=replicate.astype(np.int32),
+            f=f[held, replicate],
+            s=s[held, replicate],
+            q=q[held, replicate],
+        )
+
+    return kernel
+
+
+CHUNK_ROWS = 32_768  # list rows per weight matrix in the bootstrap kernel (x B int32)
+
+
 def bootstrap_exposure(
     lists: DataFrame, catalogue: DataFrame, *, by: Sequence[str], samples: int, seed: int
 ) -> DataFrame:
@@ -474,18 +566,33 @@ def bootstrap_exposure(
     in each of ``samples`` Poisson bootstrap replicates of the users, where a list counts
     W(user, replicate) times (items with f = 0 in a replicate are left out).
 
-    No replicate is materialised: each list row is fanned out to the replicates where its
-    user's weight is positive, inside the map stage that partially aggregates it by item.
+    The list rows are grouped by (group, hash bucket of the item), one bucket per shuffle
+    partition, and :func:`replicate_exposure_kernel` sums the B weights of every row in numpy
+    (a pandas UDF over Arrow): the replicated rows never exist as Spark rows. Measured against
+    fanning each row out to its replicates and hash-aggregating in Spark in
+    ``benchmarks/README.md`` (bootstrap kernel).
     """
-    replicate = F.explode(F.sequence(F.lit(0), F.lit(samples - 1))).alias("replicate")
+    by = list(by)
+    columns = [*by, ITEM, "n_interactions", "in_catalogue"]
     rows = with_item_popularity(with_list_size(lists, by=by), catalogue).select(
-        *by, USER, ITEM, "n_interactions", "in_catalogue", "list_size", replicate
+        *columns, "list_size", F.xxhash64(F.lit(seed), F.col(USER)).alias("_h")
     )
-    weighted = rows.withColumn("_w", replicate_weight(seed, F.col(USER), F.col("replicate")))
-    return weighted_exposure(
-        weighted.filter(F.col("_w") > 0),
-        keys=[*by, "replicate", ITEM, "n_interactions", "in_catalogue"],
-        weight=F.col("_w"),
+    fields = {field.name: field for field in rows.schema.fields}
+    schema = StructType(
+        [
+            *[fields[c] for c in columns],
+            StructField("replicate", IntegerType(), False),
+            StructField("f", LongType(), False),
+            StructField("s", DoubleType(), False),
+            StructField("q", DoubleType(), False),
+        ]
+    )
+    buckets = int(rows.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+    bucket = F.pmod(F.xxhash64(F.col(ITEM)), F.lit(buckets))
+    return (
+        rows.groupBy(*by, bucket)
+        .applyInPandas(replicate_exposure_kernel(samples, columns), schema)
+        .select(*by, "replicate", ITEM, "n_interactions", "in_catalogue", "f", "s", "q")
     )
 
 

@@ -16,13 +16,15 @@ split, the bootstrap weights) is computed from hashes, not from partition-depend
 
 How the package reaches the cluster, and what the executors need
 -----------------------------------------------------------------
-* The job has no Python UDFs, pandas UDFs, ``mapInPandas``/``applyInPandas``, ``mapPartitions``
-  or RDD lambdas (grep receval_spark/): every transformation is a Spark SQL expression (the
-  ``lambda``s in metrics/beyond.py, schema.py and models/session.py build higher-order SQL
-  functions, which run as JVM code). Executors never run receval_spark code.
-* Executors do start Python workers (``pyspark.daemon``): ``spark.createDataFrame(list, schema)``
+* One pandas UDF and nothing else runs Python per row: ``applyInPandas`` with
+  ``metrics/beyond.py::replicate_exposure_kernel`` (the bootstrap's replicated exposure). The
+  kernel is a closure using numpy, pandas and constants only, so cloudpickle ships it by value
+  and executors run it without importing receval_spark. Everything else is a Spark SQL
+  expression (the ``lambda``s in metrics/beyond.py, schema.py and models/session.py build
+  higher-order SQL functions, which run as JVM code); there are no RDD lambdas.
+* Executors also start Python workers for ``spark.createDataFrame(list, schema)``
   (report/tables.py and pipeline.py build the metrics, comparisons and runs tables on the
-  driver) parallelizes the pickled rows and PySpark re-serializes them with a
+  driver): PySpark parallelizes the pickled rows and re-serializes them with a
   ``map(lambda x: x)``. Those workers unpickle plain tuples and import pyspark only.
 * The proof, in ``test_demo_on_the_cluster_matches_local_mode``: the driver and the executors
   run Python through wrappers (``spark.pyspark.driver.python`` / ``spark.pyspark.python``) that

@@ -300,35 +300,46 @@ def receval_full_run(spark: Any, data: Path) -> tuple[dict[str, float], dict[str
 # --- one tool in this process ----------------------------------------------------------------
 
 
-def worker(tool: str, data: Path, runs: int) -> dict[str, Any]:
-    """Load the inputs once, then time ``runs`` runs of ``tool``: seconds and values."""
-    started = time.monotonic()
+Run = Callable[[], tuple[dict[str, float], dict[str, float] | None]]
+
+
+def load(tool: str, data: Path) -> Run:
+    """Load ``tool``'s inputs once (not timed); return one run of it: (values, the job's stage
+    seconds for ``receval_full``, which reads its own inputs, else None)."""
     if tool == "numpy":
         arrays = numpy_inputs(data)
-        compute: Callable[[], dict[str, float]] = lambda: numpy_four(arrays)  # noqa: E731
-    else:
-        sys.path.insert(0, str(HERE))
-        from common import bench_session
+        return lambda: (numpy_four(arrays), None)
+    sys.path.insert(0, str(HERE))
+    from common import bench_session
 
-        spark = bench_session()
-        inputs = {} if tool == "receval_full" else spark_inputs(spark, data)
-        compute = {
-            "receval": lambda: receval_four(inputs),
-            "spark_ml": lambda: spark_ml_four(inputs),
-            "recommenders": lambda: recommenders_ranking(inputs),
-            "recommenders_full": lambda: recommenders_full(inputs),
-        }.get(tool)
+    spark = bench_session()
+    if tool == "receval_full":
+        return lambda: receval_full_run(spark, data)
+    inputs = spark_inputs(spark, data)
+    compute = {
+        "receval": receval_four,
+        "spark_ml": spark_ml_four,
+        "recommenders": recommenders_ranking,
+        "recommenders_full": recommenders_full,
+    }[tool]
+    return lambda: (compute(inputs), None)
+
+
+def worker(tool: str, data: Path, runs: int) -> dict[str, Any]:
+    """Load the inputs once, then time ``runs`` runs of ``tool``: seconds and values. A whole
+    job's time is the sum of its stages in the other tools' timed phase (COMPARED_STAGES)."""
+    started = time.monotonic()
+    run = load(tool, data)
     loaded = time.monotonic() - started
     seconds, stages, values = [], [], {}
     for _ in range(runs):
         began = time.monotonic()
-        if tool == "receval_full":
-            values, stage_seconds = receval_full_run(spark, data)
+        values, stage_seconds = run()
+        if stage_seconds is None:
+            seconds.append(time.monotonic() - began)
+        else:
             stages.append(stage_seconds)
             seconds.append(sum(stage_seconds[s] for s in COMPARED_STAGES))
-        else:
-            values = compute()
-            seconds.append(time.monotonic() - began)
         print(f"{tool}: run {len(seconds)} {seconds[-1]:.2f} s", file=sys.stderr, flush=True)
     return {
         "tool": tool,

@@ -454,6 +454,7 @@ def per_user_beyond(
 
 BOOTSTRAPPED_METRICS = ("coverage", "gini", "entropy", "popularity_bias", "personalization")
 POISSON_MAX = 16
+CHUNK_ROWS = 32_768  # list rows per weight matrix in the bootstrap kernel (x B int32)
 
 
 def poisson_thresholds() -> list[float]:
@@ -554,9 +555,6 @@ def replicate_exposure_kernel(
         )
 
     return kernel
-
-
-CHUNK_ROWS = 32_768  # list rows per weight matrix in the bootstrap kernel (x B int32)
 
 
 def bootstrap_exposure(

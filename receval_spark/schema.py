@@ -393,3 +393,37 @@ def _raise_on_counts(counts: dict[str, int], *, source: str, fix: str) -> None:
     problems = [f"{name} ({n} rows)" for name, n in counts.items() if name != "__rows" and n]
     if problems:
         raise InputError(f"{source}: " + "; ".join(problems) + f"; {fix}.")
+
+
+def validate_impressions(impressions: DataFrame, *, source: str) -> int:
+    """Check logged impressions (user_id, item_id, position, reward, propensity) in one pass
+    and return their row count. Errors: a missing column; no rows; null ids or positions;
+    null, NaN or infinite rewards; missing, NaN, infinite, zero or negative propensities (IPS
+    divides by them: common support needs p > 0) or propensities above 1."""
+    require_columns(
+        impressions,
+        {c: c for c in (USER, ITEM, "position", "reward", "propensity")},
+        source=source,
+    )
+    p = F.col("propensity")
+    checks = {
+        "user_id, item_id or position has null values": F.col(USER).isNull()
+        | F.col(ITEM).isNull()
+        | F.col("position").isNull(),
+        "reward has null, NaN or infinite values": _not_finite("reward"),
+        "propensity is missing, NaN or infinite": _not_finite("propensity"),
+        "propensity is 0 or negative (no common support: IPS divides by it)": ~_not_finite(
+            "propensity"
+        )
+        & (p <= 0),
+        "propensity is above 1": ~_not_finite("propensity") & (p > 1),
+    }
+    counts = _count_where(impressions, checks)
+    if counts["__rows"] == 0:
+        raise InputError(f"{source}: the table has no rows; point {source}.path at the log.")
+    _raise_on_counts(
+        counts,
+        source=source,
+        fix="log the serving probability of every impression, or drop those rows",
+    )
+    return counts["__rows"]

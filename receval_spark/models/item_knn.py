@@ -1,0 +1,66 @@
+r"""Item-kNN: item-item cosine similarity on train co-occurrence, top-N neighbours per item
+(Sarwar et al., WWW 2001; Deshpande & Karypis, TOIS 2004), all in Spark SQL.
+
+With U_i the distinct train users of item i and H(u) the distinct train items of user u:
+
+.. math::
+
+    sim(i, j) = \frac{|U_i \cap U_j|}{\sqrt{|U_i|\,|U_j|}} \qquad
+    score(u, j) = \sum_{i \in H(u),\ j \in N(i)} sim(i, j)
+
+N(i) holds the ``neighbours`` items most similar to i (ties by item id); scores are exact
+sums, so the ranking does not depend on the partitioning. Items of H(u) are
+scored too (seen-item filtering happens when ranking). Cost: the co-occurrence self-join has
+sum over users of |H(u)|^2 rows; scoring has sum over users of |H(u)| · neighbours rows — no
+users x items product.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from receval_spark.metrics.aggregate import exact_sum
+from receval_spark.schema import ITEM, SCORE, USER
+
+
+def item_neighbours(history: DataFrame, *, neighbours: int) -> DataFrame:
+    """(item_id, neighbour, similarity): each item's ``neighbours`` most similar other items."""
+    pairs = history.select(USER, ITEM).distinct()
+    counts = pairs.groupBy(ITEM).agg(F.count(F.lit(1)).alias("_n"))
+    left, right = pairs.alias("a"), pairs.alias("b")
+    together = (
+        left.join(right, on=USER)
+        .filter(F.col(f"a.{ITEM}") != F.col(f"b.{ITEM}"))
+        .groupBy(F.col(f"a.{ITEM}").alias(ITEM), F.col(f"b.{ITEM}").alias("neighbour"))
+        .agg(F.count(F.lit(1)).alias("_both"))
+    )
+    similarity = (
+        together.join(counts, on=ITEM)
+        .join(
+            counts.select(F.col(ITEM).alias("neighbour"), F.col("_n").alias("_n_neighbour")),
+            on="neighbour",
+        )
+        .select(
+            ITEM,
+            "neighbour",
+            (F.col("_both") / F.sqrt(F.col("_n") * F.col("_n_neighbour"))).alias("similarity"),
+        )
+    )
+    order = Window.partitionBy(ITEM).orderBy(F.col("similarity").desc(), F.col("neighbour"))
+    return (
+        similarity.withColumn("_rank", F.row_number().over(order))
+        .filter(F.col("_rank") <= neighbours)
+        .drop("_rank")
+    )
+
+
+def item_knn_candidates(history: DataFrame, users: DataFrame, *, neighbours: int) -> DataFrame:
+    """(user_id, item_id, score) for each user in ``users``: score(u, j) of the module doc
+    over the user's train items (users without train items get no candidates)."""
+    own = history.select(USER, ITEM).distinct().join(users.select(USER), on=USER, how="left_semi")
+    return (
+        own.join(item_neighbours(history, neighbours=neighbours), on=ITEM)
+        .groupBy(USER, F.col("neighbour").alias(ITEM))
+        .agg(exact_sum("similarity").alias(SCORE))
+    )

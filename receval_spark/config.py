@@ -6,6 +6,7 @@ No Spark import here: a configuration is checked completely before a session sta
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import os
 import re
 from collections.abc import Sequence
@@ -229,8 +230,22 @@ class AlertRule(_Strict):
     window: int = Field(default=7, ge=1)
 
 
+class TuningConfig(_Strict):
+    """How grids of model hyperparameters are chosen on the validation period: the largest
+    macro average of ``metric@k``, ties by grid order."""
+
+    metric: AccuracyMetric = "ndcg"
+    k: int = Field(default=10, ge=1, le=1000)
+
+
+PROTOCOL = re.compile(r"full|sampled_([1-9][0-9]*)")
+
+
 class EvaluationConfig(_Strict):
     k: list[Annotated[int, Field(ge=1, le=1000)]] = Field(default_factory=lambda: [5, 10, 20])
+    protocol: list[str] = Field(default_factory=lambda: ["full"])
+    definitions: Literal["receval", "spark_mllib", "recommenders"] = "receval"
+    tuning: TuningConfig = Field(default_factory=TuningConfig)
     filter_seen: bool = True
     baseline: str | None = "popularity"  # null: no comparisons/
     min_users: int = Field(default=100, ge=0)
@@ -252,6 +267,27 @@ class EvaluationConfig(_Strict):
         if not ks:
             raise ValueError("evaluation.k needs at least one cut-off")
         return sorted(set(ks))
+
+    @field_validator("protocol", mode="before")
+    @classmethod
+    def _protocols(cls, value: Any) -> Any:
+        """``full``, ``sampled_<N>`` (N >= 1), or a list of them; ``full`` always comes first."""
+        names = [value] if isinstance(value, str) else value
+        if not isinstance(names, list) or not names:
+            raise ValueError("give full, sampled_<N> (e.g. sampled_100) or a list of them")
+        bad = [n for n in names if not (isinstance(n, str) and PROTOCOL.fullmatch(n))]
+        if bad:
+            raise ValueError(
+                f"unknown protocol {bad[0]!r}; use full or sampled_<N> with N negatives per "
+                "user, e.g. [full, sampled_100]"
+            )
+        return sorted(set(names), key=lambda n: (n != "full", len(n), n))
+
+
+def sampled_negatives(protocol: str) -> int | None:
+    """N of ``sampled_<N>``; None for ``full``."""
+    found = PROTOCOL.fullmatch(protocol)
+    return int(found.group(1)) if found and found.group(1) else None
 
 
 class RecommendationColumns(_Strict):
@@ -299,10 +335,77 @@ class ExternalModel(_FileSource):
     columns: RecommendationColumns = Field(default_factory=RecommendationColumns)
 
 
+Positive = Annotated[int, Field(ge=1)]
+NonNegative = Annotated[float, Field(ge=0.0)]
+PositiveFloat = Annotated[float, Field(gt=0.0)]
+MAX_ALS_ITER = 12  # deeper ALS lineages overflow the JVM stack without a checkpoint directory
+
+
+class AlsModel(_Strict):
+    """Spark ML ALS fitted inside the job. Implicit: confidence 1 + alpha · (interactions of
+    the user with the item) (Hu, Koren, Volinsky 2008); explicit: the train ratings (a model
+    that predicts ratings). A list is a grid tuned on the validation period."""
+
+    name: str
+    kind: Literal["als"]
+    implicit: bool = True
+    rank: Positive | list[Positive] = 32
+    reg_param: NonNegative | list[NonNegative] = 0.1
+    alpha: PositiveFloat | list[PositiveFloat] = 10.0
+    max_iter: int = Field(default=10, ge=1, le=MAX_ALS_ITER)
+    seed: int = 42
+
+
+class ItemKnnModel(_Strict):
+    """Item-item cosine on train co-occurrence with each item's top ``neighbours``; a list is
+    a grid tuned on the validation period."""
+
+    name: str
+    kind: Literal["item_knn"]
+    neighbours: Positive | list[Positive] = 100
+
+
+class BiasModel(_Strict):
+    """Rating baseline mu + b_u + b_i with regularised biases (rating_prediction only)."""
+
+    name: str
+    kind: Literal["bias"]
+    reg_item: NonNegative = 10.0
+    reg_user: NonNegative = 15.0
+
+
 ModelConfig = Annotated[
-    PopularityModel | RandomModel | OracleModel | ExternalModel,
+    PopularityModel
+    | RandomModel
+    | OracleModel
+    | ExternalModel
+    | AlsModel
+    | ItemKnnModel
+    | BiasModel,
     Field(discriminator="kind"),
 ]
+TUNABLE = {"als": ("rank", "reg_param", "alpha"), "item_knn": ("neighbours",)}
+SCORES_ANY_ITEM = ("popularity", "random", "oracle", "als", "item_knn")
+PREDICTS_RATINGS = ("bias", "als")
+
+
+def hyperparameter_grid(model: ModelConfig) -> list[ModelConfig]:
+    """Every combination of the model's list-valued hyperparameters, in the order written
+    (the last hyperparameter varies fastest); a model without lists is its own grid."""
+    names = TUNABLE.get(model.kind, ())
+    values = [
+        getattr(model, n) if isinstance(getattr(model, n), list) else [getattr(model, n)]
+        for n in names
+    ]
+    return [
+        model.model_copy(update=dict(zip(names, point, strict=True)))
+        for point in itertools.product(*values)
+    ]
+
+
+def hyperparameters(model: ModelConfig) -> dict[str, Any]:
+    """The tunable values of one grid point."""
+    return {n: getattr(model, n) for n in TUNABLE.get(model.kind, ())}
 
 
 class JobConfig(_Strict):
@@ -313,12 +416,16 @@ class JobConfig(_Strict):
     split: SplitConfig
     relevance: RelevanceConfig = Field(default_factory=RelevanceConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
+    task: Literal["ranking", "rating_prediction"] = "ranking"
     models: list[ModelConfig]
 
     @model_validator(mode="after")
     def _consistent(self) -> JobConfig:
         names = [m.name for m in self.models]
         _check_model_names(names)
+        self._check_models()
+        if self.task == "rating_prediction":
+            return self
         if self.evaluation.baseline is not None and self.evaluation.baseline not in names:
             raise ValueError(
                 f"evaluation.baseline: {self.evaluation.baseline!r} is not a configured model; "
@@ -345,6 +452,39 @@ class JobConfig(_Strict):
                 f"relevance.kind: {self.relevance.kind} needs data.interactions.columns.rating"
             )
         return self
+
+    def _check_models(self) -> None:
+        """Grids need a validation period; each task takes the models that answer it."""
+        validation = isinstance(self.split, GlobalTemporalSplit) and (
+            self.split.validation_cutoff is not None or self.split.validation_quantile is not None
+        )
+        for m in self.models:
+            if len(hyperparameter_grid(m)) > 1 and not validation:
+                raise ValueError(
+                    f"models.{m.name}: a hyperparameter grid is tuned on the validation period; "
+                    "set split.validation_quantile (or validation_cutoff) with method "
+                    "global_temporal, or give single values"
+                )
+            explicit_als = m.kind == "als" and not m.implicit
+            if self.task == "rating_prediction" and not (m.kind == "bias" or explicit_als):
+                raise ValueError(
+                    f"models.{m.name}: task rating_prediction needs models that predict ratings "
+                    "(kind: bias, or kind: als with implicit: false)"
+                )
+            if self.task == "ranking" and m.kind == "bias":
+                raise ValueError(
+                    f"models.{m.name}: kind bias predicts ratings; use it with "
+                    "task: rating_prediction"
+                )
+        rated = self.data.interactions.columns.rating is not None
+        needs_ratings = self.task == "rating_prediction" or any(
+            m.kind == "als" and not m.implicit for m in self.models
+        )
+        if needs_ratings and not rated:
+            raise ValueError(
+                "rating predictions (task rating_prediction, or als with implicit: false) need "
+                "data.interactions.columns.rating"
+            )
 
 
 # --- the session-based next-item protocol (DESIGN §8) ---------------------------------------
@@ -597,6 +737,9 @@ def _is_union_tag(part: object) -> bool:
         "random",
         "oracle",
         "external",
+        "als",
+        "item_knn",
+        "bias",
         "pop",
         "s-pop",
         "item-knn",

@@ -1,9 +1,11 @@
-"""Implicit-feedback ALS (Spark ML) on the train interactions; its item factors serve as
-item embeddings where the data has none."""
+"""Spark ML ALS on the train interactions (implicit or explicit): a candidate model, a rating
+predictor, and (implicit) item factors that serve as item embeddings where the data has none."""
 
 from __future__ import annotations
 
-from pyspark.ml.recommendation import ALS
+from dataclasses import dataclass
+
+from pyspark.ml.recommendation import ALS, ALSModel
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -39,57 +41,45 @@ def als_item_embeddings(
     alpha: float,
     seed: int,
 ) -> DataFrame:
-    """(item_id, embedding array<double>): ALS item factors from implicit train feedback.
-
-    Confidence = 1 + alpha · (number of interactions of the user with the item) (Hu, Koren,
-    Volinsky 2008). ALS needs 32-bit integer ids (see _item_ids, _user_id).
-    """
-    item_ids = _item_ids(history)
-    training = (
-        history.select(_user_id(history).alias("_user"), ITEM)
-        .join(item_ids, on=ITEM)
-        .groupBy("_user", "_item")
-        .agg(F.count(F.lit(1)).cast("float").alias("_count"))
-    )
-    als = ALS(
+    """(item_id, embedding array<double>): the item factors of implicit ALS on train
+    (:func:`fit_als`)."""
+    fitted = fit_als(
+        history,
         rank=rank,
-        maxIter=max_iter,
-        regParam=reg_param,
+        max_iter=max_iter,
+        reg_param=reg_param,
         alpha=alpha,
-        implicitPrefs=True,
+        implicit=True,
         seed=seed,
-        userCol="_user",
-        itemCol="_item",
-        ratingCol="_count",
-        coldStartStrategy="drop",
     )
-    factors = als.fit(training).itemFactors.withColumnRenamed("id", "_item")
-    return factors.join(item_ids, on="_item").select(
+    factors = fitted.model.itemFactors.withColumnRenamed("id", "_item")
+    return factors.join(fitted.item_ids, on="_item").select(
         ITEM, F.col("features").cast("array<double>").alias("embedding")
     )
 
 
-def als_candidates(
+@dataclass(frozen=True)
+class FittedAls:
+    """A fitted Spark ML ALS model and the id maps between the log's ids and ALS's ints."""
+
+    model: ALSModel
+    user_ids: DataFrame  # (user_id, _user)
+    item_ids: DataFrame  # (item_id, _item)
+
+
+def fit_als(
     history: DataFrame,
-    users: DataFrame,
     *,
-    k: int,
-    seen: DataFrame | None,
     rank: int,
     max_iter: int,
     reg_param: float,
     alpha: float,
     implicit: bool,
     seed: int,
-) -> DataFrame:
-    """(user_id, item_id, score): ALS's top m items per user in ``users``, m = k plus the
-    largest number of seen items of any user (so k remain after filtering seen items).
-
-    Implicit: confidence 1 + alpha · count as in :func:`als_item_embeddings`; explicit: the
-    train ratings (rows without a rating are left out). Top-m scoring is Spark ML's
-    ``recommendForUserSubset``, a blocked product of user and item factor blocks: no
-    users x items table is materialised. Users without train rows get no candidates.
-    """
+) -> FittedAls:
+    """ALS on ``history``. Implicit: confidence 1 + alpha · (number of interactions of the
+    user with the item) (Hu, Koren, Volinsky 2008); explicit: the mean train rating of each
+    (user, item) (rows without a rating are left out). Fitting runs Spark jobs."""
     item_ids = _item_ids(history)
     user_ids = history.select(USER).distinct().withColumn("_user", _user_id(history))
     rows = history.select(USER, ITEM, RATING).join(item_ids, on=ITEM).join(user_ids, on=USER)
@@ -113,13 +103,35 @@ def als_candidates(
         ratingCol="_r",
         coldStartStrategy="drop",
     ).fit(training)
-    extra = seen.groupBy(USER).count().agg(F.max("count")).first()[0] if seen is not None else 0
-    wanted = users.select(USER).join(user_ids, on=USER)
-    recommended = model.recommendForUserSubset(wanted.select("_user").distinct(), k + (extra or 0))
+    return FittedAls(model, user_ids, item_ids)
+
+
+def als_candidates(fitted: FittedAls, users: DataFrame, *, m: int) -> DataFrame:
+    """(user_id, item_id, score): ALS's top m items per user in ``users`` (m = k plus the
+    largest number of seen items of any user leaves k after filtering seen items).
+
+    Top-m scoring is Spark ML's ``recommendForUserSubset``, a blocked product of user and item
+    factor blocks keeping m items per user: no users x items table is materialised. Users
+    without train rows get no candidates.
+    """
+    wanted = users.select(USER).join(fitted.user_ids, on=USER)
+    recommended = fitted.model.recommendForUserSubset(wanted.select("_user").distinct(), m)
     return (
         recommended.select("_user", F.explode("recommendations").alias("_r"))
         .select("_user", F.col("_r._item").alias("_item"), F.col("_r.rating").alias(SCORE))
         .join(wanted, on="_user")
-        .join(item_ids, on="_item")
+        .join(fitted.item_ids, on="_item")
         .select(USER, ITEM, F.col(SCORE).cast("double").alias(SCORE))
     )
+
+
+def als_scores(fitted: FittedAls, pairs: DataFrame) -> DataFrame:
+    """(user_id, item_id, score) for the distinct (user, item) ``pairs``: the factor dot
+    product (explicit ALS: the predicted rating); null where the user or the item has no
+    train rows."""
+    pairs = pairs.select(USER, ITEM).distinct()
+    known = pairs.join(fitted.user_ids, on=USER).join(fitted.item_ids, on=ITEM)
+    predicted = fitted.model.transform(known).select(
+        USER, ITEM, F.col("prediction").cast("double").alias(SCORE)
+    )
+    return pairs.join(predicted, on=[USER, ITEM], how="left")

@@ -64,3 +64,13 @@ def item_knn_candidates(history: DataFrame, users: DataFrame, *, neighbours: int
         .groupBy(USER, F.col("neighbour").alias(ITEM))
         .agg(exact_sum("similarity").alias(SCORE))
     )
+
+
+def item_knn_scores(history: DataFrame, pairs: DataFrame, *, neighbours: int) -> DataFrame:
+    """(user_id, item_id, score) for the distinct (user, item) ``pairs``: score(u, j) of the
+    module doc, 0 where no train item of u has j among its neighbours."""
+    pairs = pairs.select(USER, ITEM).distinct()
+    scored = item_knn_candidates(history, pairs.select(USER).distinct(), neighbours=neighbours)
+    return pairs.join(scored, on=[USER, ITEM], how="left").select(
+        USER, ITEM, F.coalesce(F.col(SCORE), F.lit(0.0)).alias(SCORE)
+    )

@@ -29,3 +29,13 @@ def popularity_candidates(
         USER, F.explode(F.sequence(F.lit(1), F.col("_needed"))).alias("_pos")
     )
     return slots.join(ranked_items, on="_pos").select(USER, ITEM, SCORE)
+
+
+def popularity_scores(history: DataFrame, pairs: DataFrame) -> DataFrame:
+    """(user_id, item_id, score) for ``pairs``: the item's popularity, 0 for items without
+    train users."""
+    return (
+        pairs.select(USER, ITEM)
+        .join(item_popularity(history), on=ITEM, how="left")
+        .select(USER, ITEM, F.coalesce(F.col(SCORE), F.lit(0.0)).alias(SCORE))
+    )

@@ -49,3 +49,9 @@ def random_candidates(
         .groupBy(USER, ITEM)
         .agg((-F.min("_draw")).cast("double").alias(SCORE))
     )
+
+
+def random_scores(pairs: DataFrame, *, seed: int) -> DataFrame:
+    """(user_id, item_id, score) for ``pairs``: a seeded hash of (user, item), so each user's
+    items come in a uniformly random order, the same for any partitioning."""
+    return pairs.select(USER, ITEM, seeded_hash(seed, USER, ITEM).cast("double").alias(SCORE))

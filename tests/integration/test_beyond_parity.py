@@ -74,12 +74,12 @@ def spark_side(spark, raw: dict) -> tuple[object, pd.DataFrame]:
     """(Evaluation, the ranked top-max(k) lists (model, user_id, item_id, rank) it scored).
 
     The lists are recomputed with the same public functions the job uses (load, split,
-    relevance, model_candidates, rank_candidates) and collected.
+    relevance, fit_model, rank_candidates) and collected.
     """
     from pyspark.sql import functions as F
 
     from receval_spark.config import ExternalModel, validate_config
-    from receval_spark.models import model_candidates
+    from receval_spark.models import fit_model
     from receval_spark.pipeline import evaluate, load_external, load_interactions
     from receval_spark.relevance import relevant_items
     from receval_spark.split import split_interactions
@@ -102,9 +102,10 @@ def spark_side(spark, raw: dict) -> tuple[object, pd.DataFrame]:
             if isinstance(model, ExternalModel)
             else None
         )
-        candidates = model_candidates(
-            model, history=history, users=users, truth=truth, k=k, seen=seen, external=external
+        scorer = fit_model(
+            model, history=history, truth=truth, k=k, seen=seen, external=external
         )
+        candidates = scorer.candidates(users)
         ranked = rank_candidates(candidates, k=k, seen=seen)
         frames.append(ranked.select(F.lit(model.name).alias("model"), "user_id", "item_id", "rank"))
     union = frames[0]

@@ -22,7 +22,7 @@ from receval_spark.config import SessionJobConfig, load_config
 from receval_spark.errors import SetupError, UserError, first_line
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_REGRESSED = 0, 1, 2, 3
-HEADLINE_METRICS = ("ndcg", "map", "recall", "precision", "mrr")
+HEADLINE_METRICS = ("ndcg", "map", "recall", "precision", "mrr", "rmse", "mae")
 
 
 def utc_now() -> dt.datetime:
@@ -189,8 +189,9 @@ def evaluate(config_path: str, overrides: tuple[str, ...], remote: str | None) -
     )
     for row in sorted(evaluation.metrics, key=lambda r: (r.model, r.metric, r.k or 0)):
         if row.segment == "all" and row.metric in HEADLINE_METRICS:
+            name = f"{row.metric}@{row.k}" if row.k is not None else row.metric
             click.echo(
-                f"  {row.model:<16} {row.metric + '@' + str(row.k):<14} {row.value:.4f}"
+                f"  {row.model:<16} {name + ' ' + _protocol(row.protocol):<22} {row.value:.4f}"
                 f"{_interval(row.ci_low, row.ci_high)}"
             )
     headline = [
@@ -198,7 +199,8 @@ def evaluate(config_path: str, overrides: tuple[str, ...], remote: str | None) -
     ]
     for c in sorted(headline, key=lambda c: (c.model, c.metric, c.k or 0)):
         click.echo(
-            f"  {c.model + ' - ' + c.baseline:<28} {c.metric + '@' + str(c.k):<14} "
+            f"  {c.model + ' - ' + c.baseline:<28} "
+            f"{c.metric + '@' + str(c.k) + ' ' + _protocol(c.protocol):<22} "
             f"{c.mean_diff:+.4f}{_interval(c.ci_low, c.ci_high)}  p_holm {_p(c.p_holm)}"
         )
     return _finish(evaluation)
@@ -247,6 +249,10 @@ def report(reports: str, date: str | None, out: str | None) -> int:
     target = write_report(folder, date=date, out=Path(out) if out else None)
     click.echo(f"report: {target} and {target.with_suffix('.md')}")
     return EXIT_OK
+
+
+def _protocol(protocol: str) -> str:
+    return "" if protocol == "full" else f"[{protocol}]"
 
 
 def _interval(low: float | None, high: float | None) -> str:

@@ -271,7 +271,8 @@ class EvaluationConfig(_Strict):
     @field_validator("protocol", mode="before")
     @classmethod
     def _protocols(cls, value: Any) -> Any:
-        """``full``, ``sampled_<N>`` (N >= 1), or a list of them; ``full`` always comes first."""
+        """``full``, ``sampled_<N>`` (N >= 1), or a list of them. ``full`` is always
+        evaluated (and comes first): a sampled protocol adds rows labelled with its name."""
         names = [value] if isinstance(value, str) else value
         if not isinstance(names, list) or not names:
             raise ValueError("give full, sampled_<N> (e.g. sampled_100) or a list of them")
@@ -281,7 +282,7 @@ class EvaluationConfig(_Strict):
                 f"unknown protocol {bad[0]!r}; use full or sampled_<N> with N negatives per "
                 "user, e.g. [full, sampled_100]"
             )
-        return sorted(set(names), key=lambda n: (n != "full", len(n), n))
+        return sorted({"full", *names}, key=lambda n: (n != "full", len(n), n))
 
 
 def sampled_negatives(protocol: str) -> int | None:
@@ -464,6 +465,11 @@ class JobConfig(_Strict):
                     f"models.{m.name}: a hyperparameter grid is tuned on the validation period; "
                     "set split.validation_quantile (or validation_cutoff) with method "
                     "global_temporal, or give single values"
+                )
+            if self.task == "rating_prediction" and len(hyperparameter_grid(m)) > 1:
+                raise ValueError(
+                    f"models.{m.name}: task rating_prediction takes single hyperparameter "
+                    "values (grids are tuned by a ranking metric)"
                 )
             explicit_als = m.kind == "als" and not m.implicit
             if self.task == "rating_prediction" and not (m.kind == "bias" or explicit_als):

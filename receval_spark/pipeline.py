@@ -23,15 +23,18 @@ from pyspark.sql import functions as F
 from receval_spark import __version__
 from receval_spark.alerts import regressions
 from receval_spark.cache import persist, releasing_cache
-from receval_spark.checks import run_checks, run_warnings
+from receval_spark.checks import run_checks, run_warnings, temporal_leakage_check
 from receval_spark.config import (
     EvaluationConfig,
     ExternalModel,
     InteractionsSource,
     ItemsSource,
     JobConfig,
+    ModelConfig,
     PopularityModel,
     SessionJobConfig,
+    hyperparameter_grid,
+    sampled_negatives,
 )
 from receval_spark.errors import InputError
 from receval_spark.io import read_report_history, read_table, reading, write_reports
@@ -54,9 +57,11 @@ from receval_spark.metrics.compare import (
     paired_differences,
     paired_statistics,
 )
-from receval_spark.models import model_candidates
+from receval_spark.metrics.rating import rating_errors, rating_metrics
+from receval_spark.models import Scorer, fit_model
 from receval_spark.models.als import als_item_embeddings
 from receval_spark.models.popularity import popularity_candidates
+from receval_spark.models.random import random_candidates
 from receval_spark.relevance import (
     activity_counts,
     activity_thresholds,
@@ -79,6 +84,7 @@ from receval_spark.report.tables import (
 from receval_spark.schema import (
     ITEM,
     RANK,
+    RATING,
     TIMESTAMP,
     USER,
     canonical_interactions,
@@ -101,9 +107,10 @@ from receval_spark.stats import (
     t_interval,
     wilcoxon_pvalue,
 )
-from receval_spark.topk import rank_candidates
+from receval_spark.topk import rank_candidates, top_k
+from receval_spark.tuning import tune
 
-JOB_STAGES = ("read", "split", "top_k", "accuracy", "beyond", "statistics", "checks")
+JOB_STAGES = ("read", "split", "tune", "top_k", "accuracy", "beyond", "statistics", "checks")
 PROPORTIONS = ("coverage", "gini", "personalization")  # bootstrapped statistics in [0, 1]
 UNIT_INTERVAL = (0.0, 1.0)
 
@@ -115,13 +122,14 @@ class Evaluation:
     metrics: list[MetricRow]
     comparisons: list[ComparisonRow]
     per_user: DataFrame | None
-    long_tail: DataFrame
+    long_tail: DataFrame | None
     split: dict[str, Any]
     n_users_evaluated: int
     checks: list[Check]
     warnings: list[str]
     alerts: list[str] = dataclasses.field(default_factory=list)
     stage_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    tuning: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -267,6 +275,8 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
     split_summary = describe_split(split)
     split_summary["filter_seen"] = settings.filter_seen
 
+    if config.task == "rating_prediction":
+        return evaluate_ratings(config, split, split_summary, clock)
     history = persist(split.history)
     truth = persist(relevant_items(split.test, config.relevance))
     users = persist(truth.select(USER).distinct())
@@ -284,21 +294,22 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
         split_summary["activity_quartiles"] = thresholds
     clock.lap("split")
 
-    ranked = {
-        model.name: rank_candidates(
-            model_candidates(
-                model,
-                history=history,
-                users=users,
-                truth=truth,
-                k=max(ks),
-                seen=seen,
-                external=externals.get(model.name),
-            ),
+    chosen, tuning = choose_models(config, split)
+    clock.lap("tune")
+    scorers = {
+        model.name: fit_model(
+            model,
+            history=history,
+            truth=truth,
             k=max(ks),
             seen=seen,
+            external=externals.get(model.name),
         )
-        for model in config.models
+        for model in chosen
+    }
+    ranked = {
+        name: rank_candidates(scorer.candidates(users), k=max(ks), seen=seen)
+        for name, scorer in scorers.items()
     }
     ranked_all = persist(
         union_all([r.withColumn("model", F.lit(name)) for name, r in ranked.items()])
@@ -313,6 +324,20 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
     if accuracy is not None:
         accuracy = persist(accuracy)
         rows += _macro_rows(accuracy)
+    per_user_by_protocol: dict[str, DataFrame | None] = {}
+    for protocol in settings.protocol[1:]:  # sampled_<N>, after full
+        sampled_rows, per_user_by_protocol[protocol] = sampled_protocol(
+            protocol,
+            scorers=scorers,
+            interactions=interactions,
+            history=history,
+            truth=truth,
+            users=users,
+            segments=segments,
+            catalogue=catalogue,
+            settings=settings,
+        )
+        rows += sampled_rows
     clock.lap("accuracy")
     lists = persist(top_k_lists(ranked_all, ks=ks).drop(RANK))
     inputs, skipped = _beyond_inputs(
@@ -345,11 +370,13 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
     if groups is not None:
         rows += [_metric_row(r) for r in groups.collect()]
     clock.lap("beyond")
-    comparisons = (
-        compare_models(per_user_long, baseline=settings.baseline)
-        if settings.baseline is not None and per_user_long is not None
-        else []
-    )
+    per_user_by_protocol = {"full": per_user_long, **per_user_by_protocol}
+    comparisons = [
+        dataclasses.replace(c, protocol=protocol)
+        for protocol, per_user in per_user_by_protocol.items()
+        if settings.baseline is not None and per_user is not None
+        for c in compare_models(per_user, baseline=settings.baseline)
+    ]
     clock.lap("statistics")
     checks = run_checks(config, split_summary, rows, truth=truth, seen=seen)
     warnings = run_warnings(config, n_users, rows) + warnings
@@ -366,7 +393,162 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
         checks=checks,
         warnings=warnings,
         stage_seconds=clock.seconds,
+        tuning=tuning,
     )
+
+
+def evaluate_ratings(
+    config: JobConfig, split: Split, summary: dict[str, Any], clock: StageClock
+) -> Evaluation:
+    """The ``rating_prediction`` task: MAE, MSE and RMSE of every model's predicted ratings
+    over the test ratings whose user and item have train ratings (the pairs every model can
+    predict; the others are counted in the run record's split). No ranking metric."""
+    history = persist(split.history)
+    rated = history.filter(F.col(RATING).isNotNull())
+    test = split.test.filter(F.col(RATING).isNotNull())
+    known = persist(
+        test.join(rated.select(USER).distinct(), on=USER, how="left_semi").join(
+            rated.select(ITEM).distinct(), on=ITEM, how="left_semi"
+        )
+    )
+    n_known = known.count()
+    summary["rating_prediction"] = {"test_ratings": test.count(), "scored_ratings": n_known}
+    if n_known == 0:
+        raise InputError(
+            "task rating_prediction: no test rating has a user and an item with train ratings; "
+            "move split.cutoff later or check data.interactions.columns.rating."
+        )
+    clock.lap("split")
+    models, _ = choose_models(config, split)
+    clock.lap("tune")
+    predictions = union_all(
+        [
+            fit_model(model, history=history, truth=known, k=1, seen=None)
+            .ratings(known)
+            .withColumn("model", F.lit(model.name))
+            for model in models
+        ]
+    )
+    clock.lap("top_k")
+    rows = [
+        MetricRow(
+            model=e.group[0],
+            segment="all",
+            metric=e.metric,
+            k=None,
+            value=e.value,
+            n_users=e.n_ratings,
+            std=e.std,
+            ci_low=e.ci_low,
+            ci_high=e.ci_high,
+        )
+        for row in rating_errors(predictions, known, by=["model"]).collect()
+        for e in rating_metrics(row, by=["model"])
+    ]
+    clock.lap("accuracy")
+    n_users = known.select(USER).distinct().count()
+    checks = [temporal_leakage_check(summary)] if config.split.method == "global_temporal" else []
+    warnings = [
+        "task rating_prediction: mae, mse and rmse measure how close predicted ratings are to "
+        "the test ratings, not how well a model ranks items; use task: ranking for that",
+        *run_warnings(config, n_users, rows),
+    ]
+    return Evaluation(
+        metrics=rows,
+        comparisons=[],
+        per_user=None,
+        long_tail=None,
+        split=summary,
+        n_users_evaluated=n_users,
+        checks=checks,
+        warnings=warnings,
+        stage_seconds=clock.seconds,
+    )
+
+
+def choose_models(config: JobConfig, split: Split) -> tuple[list[ModelConfig], dict[str, Any]]:
+    """Every configured model with single hyperparameter values: a grid is tuned on the
+    validation period (receval_spark.tuning), a one-point grid is taken as written. Returns
+    the models and the tuning record per tuned model."""
+    grids = {m.name for m in config.models if len(hyperparameter_grid(m)) > 1}
+    if not grids:
+        return [hyperparameter_grid(m)[0] for m in config.models], {}
+    train = persist(split.train)
+    truth = persist(relevant_items(split.validation, config.relevance))
+    if truth.isEmpty():
+        raise InputError(
+            "split.validation_cutoff: no validation interaction is relevant, so no grid can be "
+            "tuned; move split.validation_cutoff (or validation_quantile) earlier or lower "
+            "relevance.threshold."
+        )
+    seen = persist(train.select(USER, ITEM).distinct()) if config.evaluation.filter_seen else None
+    chosen, records = [], {}
+    for model in config.models:
+        if model.name in grids:
+            model, records[model.name] = tune(
+                model, train=train, truth=truth, seen=seen, tuning=config.evaluation.tuning
+            )
+        chosen.append(hyperparameter_grid(model)[0])
+    return chosen, records
+
+
+def sampled_protocol(
+    protocol: str,
+    *,
+    scorers: dict[str, Scorer],
+    interactions: DataFrame,
+    history: DataFrame,
+    truth: DataFrame,
+    users: DataFrame,
+    segments: DataFrame,
+    catalogue: DataFrame,
+    settings: EvaluationConfig,
+) -> tuple[list[MetricRow], DataFrame | None]:
+    """Accuracy under ``sampled_<N>``: each user's relevant test items ranked together with N
+    seeded negatives (:func:`sampled_candidates`) by every model that scores any item.
+    Returns the macro rows (labelled with the protocol) and the per-user table."""
+    n = sampled_negatives(protocol)
+    pairs = persist(
+        sampled_candidates(interactions, history, truth, users, n=n, seed=settings.seed)
+    )
+    scoring = {name: s for name, s in scorers.items() if s.scores is not None}
+    if not scoring:
+        return [], None
+    ranked = union_all(
+        [
+            top_k(s.scores(pairs), k=max(settings.k)).withColumn("model", F.lit(name))
+            for name, s in scoring.items()
+        ]
+    )
+    models = users.sparkSession.createDataFrame([(m,) for m in scoring], "model string")
+    accuracy = _accuracy_per_user(
+        ranked, truth, segments, catalogue, models=models, settings=settings
+    )
+    if accuracy is None:
+        return [], None
+    accuracy = persist(accuracy)
+    rows = [dataclasses.replace(r, protocol=protocol) for r in _macro_rows(accuracy)]
+    return rows, accuracy
+
+
+def sampled_candidates(
+    interactions: DataFrame,
+    history: DataFrame,
+    truth: DataFrame,
+    users: DataFrame,
+    *,
+    n: int,
+    seed: int,
+) -> DataFrame:
+    """(user_id, item_id): each user's relevant test items plus n negatives drawn uniformly
+    (seeded, partition-independent; the random baseline's draws) from the train catalogue
+    items the user never interacted with in any part of the log. A user with fewer than n
+    such items gets them all."""
+    interacted = interactions.select(USER, ITEM).distinct()
+    negatives = rank_candidates(
+        random_candidates(history, users, k=n, seen=interacted, seed=seed), k=n, seen=interacted
+    )
+    return truth.select(USER, ITEM).unionByName(negatives.select(USER, ITEM))
 
 
 def _macro_rows(per_user_long: DataFrame) -> list[MetricRow]:
@@ -515,10 +697,9 @@ def run_job(
         evaluation = evaluate(spark, config)
         writing_from = time.monotonic()
         comparisons = comparisons_table(spark, evaluation.comparisons, run_id=run_id)
-        tables = {
-            "comparisons": comparisons.coalesce(1),
-            "long_tail": long_tail_table(evaluation.long_tail, run_id=run_id).coalesce(1),
-        }
+        tables = {"comparisons": comparisons.coalesce(1)}
+        if evaluation.long_tail is not None:
+            tables["long_tail"] = long_tail_table(evaluation.long_tail, run_id=run_id).coalesce(1)
         if config.output.per_user and evaluation.per_user is not None:
             tables["per_user"] = per_user_table(evaluation.per_user, run_id=run_id)
         alerts = commit_run(
@@ -572,6 +753,7 @@ def commit_run(
         checks=evaluation.checks,
         warnings=evaluation.warnings,
         alerts=alerts,
+        tuning=getattr(evaluation, "tuning", {}),
     )
     write_reports(
         {

@@ -75,6 +75,7 @@ RUNS_SCHEMA = T.StructType(
         T.StructField("checks", T.ArrayType(CHECK_TYPE, False), False),
         T.StructField("warnings", T.ArrayType(T.StringType(), False), False),
         T.StructField("alerts", T.ArrayType(T.StringType(), False), False),
+        T.StructField("tuning", T.StringType(), False),
     ]
 )
 
@@ -144,6 +145,7 @@ class RunRecord:
     checks: Sequence[Check] = field(default_factory=tuple)
     warnings: Sequence[str] = field(default_factory=tuple)
     alerts: Sequence[str] = field(default_factory=tuple)
+    tuning: dict[str, Any] = field(default_factory=dict)  # per model: grid scores, chosen values
 
 
 def metrics_table(spark: SparkSession, rows: Sequence[MetricRow], *, run_id: str) -> DataFrame:
@@ -215,6 +217,7 @@ def runs_table(spark: SparkSession, record: RunRecord) -> DataFrame:
         [(c.name, c.passed, c.detail) for c in record.checks],
         list(record.warnings),
         list(record.alerts),
+        json.dumps(record.tuning, sort_keys=True),
     )
     return spark.createDataFrame([row], RUNS_SCHEMA)
 

@@ -1,0 +1,61 @@
+"""Hyperparameter grids chosen on the validation period (DESIGN §2).
+
+Each grid point is fitted on train, ranks the users with relevant validation interactions
+(seen train items filtered as in the test protocol) and is scored by the macro average of
+the configured metric@k; the best point wins (ties: the earlier point in grid order). The job
+then refits the chosen point on train + validation and scores it on test.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from receval_spark.config import ModelConfig, TuningConfig, hyperparameter_grid, hyperparameters
+from receval_spark.metrics.accuracy import per_user_accuracy
+from receval_spark.models import fit_model
+from receval_spark.schema import USER
+from receval_spark.topk import rank_candidates
+
+
+def validation_score(
+    model: ModelConfig,
+    *,
+    train: DataFrame,
+    truth: DataFrame,
+    seen: DataFrame | None,
+    tuning: TuningConfig,
+) -> float:
+    """Macro average of ``tuning.metric@tuning.k`` of ``model`` fitted on ``train`` over the
+    users of the validation ``truth`` (user_id, item_id, grade)."""
+    scorer = fit_model(model, history=train, truth=truth, k=tuning.k, seen=seen)
+    users = truth.select(USER).distinct()
+    ranked = rank_candidates(scorer.candidates(users), k=tuning.k, seen=seen)
+    scores = per_user_accuracy(ranked, truth, ks=[tuning.k])
+    return float(scores.agg(F.avg(tuning.metric)).first()[0])
+
+
+def tune(
+    model: ModelConfig,
+    *,
+    train: DataFrame,
+    truth: DataFrame,
+    seen: DataFrame | None,
+    tuning: TuningConfig,
+) -> tuple[ModelConfig, dict[str, Any]]:
+    """The grid point of ``model`` with the best validation score, and the record of the
+    search: metric, every point with its score, the chosen values."""
+    scored = [
+        (point, validation_score(point, train=train, truth=truth, seen=seen, tuning=tuning))
+        for point in hyperparameter_grid(model)
+    ]
+    best, best_score = max(scored, key=lambda p: p[1])  # max keeps the first of equal scores
+    record = {
+        "metric": f"{tuning.metric}@{tuning.k}",
+        "grid": [{**hyperparameters(p), "validation_score": s} for p, s in scored],
+        "chosen": hyperparameters(best),
+        "validation_score": best_score,
+    }
+    return best, record

@@ -24,14 +24,15 @@ Profiles, differing only in the users averaged over:
   (the ``RankingEvaluator`` input one builds by left-joining our lists to the truth).
 - ``recommenders`` (``SparkRankingEvaluation`` 1.2.1, ``relevancy_method="top_k"``): pred is
   cut at k, and users come from an *inner* join of users with at least one prediction and users
-  of ``rating_true``: users without recommendations are dropped, which raises every mean.
+  of ``rating_true``: users without recommendations (who would score 0) are dropped, which can
+  only raise the means.
   Recommenders counts every row of ``rating_true`` as relevant, so it must be given Rel(u).
 
 Against our definitions (``metrics/accuracy.py``): P@k (divides by k even for a shorter list),
 R@k and AP@k (denominator min(|Rel(u)|, k), unlike MLlib's ``meanAveragePrecision`` without k,
 which divides by |lab|) are the same. NDCG differs only in the gains: binary here, 2^g - 1 of the
-grade in ours; the natural log cancels in the ratio, and n only skips terms that are 0
-(min(n, L) = min(L, k), min(n, |lab|) = min(|lab|, k)), so binary NDCG@k equals ours at grade 1.
+grade in ours; the natural log cancels in the ratio, and n changes nothing (min(n, L) =
+min(L, k), min(n, |lab|) = min(|lab|, k)), so binary NDCG@k equals ours at grade 1.
 Ties: Recommenders orders its predictions by ``row_number`` over the score alone (ties break
 arbitrarily); here ``ranked`` carries our deterministic order (score desc, item id asc).
 """

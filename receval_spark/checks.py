@@ -18,6 +18,10 @@ from receval_spark.schema import ITEM, USER
 from receval_spark.split import LEAKY_METHODS
 
 ORACLE_TOLERANCE = 1e-9
+PEERS = {
+    "spark_mllib": "Spark MLlib's RankingMetrics",
+    "recommenders": "Microsoft Recommenders' SparkRankingEvaluation",
+}
 
 
 def temporal_leakage_check(split_summary: dict[str, Any]) -> Check:
@@ -108,7 +112,8 @@ def run_checks(
     checks += [oracle_check(m.name, rows) for m in config.models if m.kind == "oracle"]
     if seen is not None:
         checks.append(heldout_check(truth, seen))
-    checks.append(same_users_check(rows, [m.name for m in config.models]))
+    if config.evaluation.definitions != "recommenders":  # it drops users without lists
+        checks.append(same_users_check(rows, [m.name for m in config.models]))
     return checks
 
 
@@ -127,6 +132,19 @@ def run_warnings(config: JobConfig, n_users: int, rows: Sequence[MetricRow]) -> 
     if not config.evaluation.filter_seen:
         warnings.append(
             "filter_seen is off: items users already interacted with may be recommended"
+        )
+    definitions = config.evaluation.definitions
+    if definitions != "receval":
+        warnings.append(
+            f"evaluation.definitions = {definitions}: precision, recall, ndcg and map follow "
+            f"{PEERS[definitions]} (binary relevance; README, Compatibility profiles); other "
+            "accuracy metrics are not reported"
+            + (
+                "; users without recommendations are dropped, so models may be averaged over "
+                "different users"
+                if definitions == "recommenders"
+                else ""
+            )
         )
     sampled = sorted({r.protocol for r in rows if r.protocol.startswith("sampled_")})
     if sampled:

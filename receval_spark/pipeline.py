@@ -57,6 +57,7 @@ from receval_spark.metrics.compare import (
     paired_differences,
     paired_statistics,
 )
+from receval_spark.metrics.compat import compatible_per_user
 from receval_spark.metrics.rating import rating_errors, rating_metrics
 from receval_spark.models import Scorer, fit_model
 from receval_spark.models.als import als_item_embeddings
@@ -111,6 +112,7 @@ from receval_spark.topk import rank_candidates, top_k
 from receval_spark.tuning import tune
 
 JOB_STAGES = ("read", "split", "tune", "top_k", "accuracy", "beyond", "statistics", "checks")
+COMPATIBLE_METRICS = ("precision", "recall", "ndcg", "map")
 PROPORTIONS = ("coverage", "gini", "personalization")  # bootstrapped statistics in [0, 1]
 UNIT_INTERVAL = (0.0, 1.0)
 
@@ -514,12 +516,15 @@ def sampled_protocol(
     scoring = {name: s for name, s in scorers.items() if s.scores is not None}
     if not scoring:
         return [], None
-    ranked = union_all(
-        [
-            top_k(s.scores(pairs), k=max(settings.k)).withColumn("model", F.lit(name))
-            for name, s in scoring.items()
-        ]
+    ranked = persist(
+        union_all(
+            [
+                top_k(s.scores(pairs), k=max(settings.k)).withColumn("model", F.lit(name))
+                for name, s in scoring.items()
+            ]
+        )
     )
+    ranked.count()  # one job for every model's sampled lists; later plans start from here
     models = users.sparkSession.createDataFrame([(m,) for m in scoring], "model string")
     accuracy = _accuracy_per_user(
         ranked, truth, segments, catalogue, models=models, settings=settings
@@ -569,8 +574,19 @@ def _accuracy_per_user(
     """(model, segment, user_id, k, metric, value) for user segments and item segments.
 
     One pass for all models and scopes: Rel(u) is scoped (all, items=head, items=tail); the
-    ``all`` scope is then broken down by user segment.
+    ``all`` scope is then broken down by user segment. Under a peer's ``definitions``
+    (metrics/compat.py) only its precision, recall, ndcg and map, by user segment.
     """
+    if settings.definitions != "receval":
+        metrics = [m for m in COMPATIBLE_METRICS if m in settings.metrics]
+        if not metrics:
+            return None
+        scores = compatible_per_user(
+            ranked, truth, ks=settings.k, definitions=settings.definitions, lists=models
+        )
+        return to_long(
+            scores.join(segments, on=USER), metrics=metrics, keys=["model", "segment", USER, "k"]
+        )
     metrics = [m for m in ACCURACY_METRICS if m in settings.metrics]
     if not metrics:
         return None

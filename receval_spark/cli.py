@@ -203,6 +203,15 @@ def evaluate(config_path: str, overrides: tuple[str, ...], remote: str | None) -
             f"{c.metric + '@' + str(c.k) + ' ' + _protocol(c.protocol):<22} "
             f"{c.mean_diff:+.4f}{_interval(c.ci_low, c.ci_high)}  p_holm {_p(c.p_holm)}"
         )
+    if evaluation.off_policy:
+        click.echo("  off-policy estimates (mean reward per logged impression):")
+    for o in evaluation.off_policy:
+        value = "n/a" if o.value is None else f"{o.value:.4f}"
+        effective = "" if o.effective_n is None else f"  effective n {o.effective_n:.1f}"
+        click.echo(
+            f"  {o.model:<16} {o.estimator:<14} {value}{_interval(o.ci_low, o.ci_high)}"
+            f"  n {o.n_impressions}{effective}"
+        )
     return _finish(evaluation)
 
 

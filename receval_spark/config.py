@@ -94,9 +94,27 @@ class ItemsSource(_FileSource):
     category_separator: str | None = None
 
 
+class ImpressionColumns(_Strict):
+    """Source column names of the logged impressions (position 1 = the top slot)."""
+
+    user: str = "user_id"
+    item: str = "item_id"
+    position: str = "position"
+    reward: str = "reward"
+    propensity: str = "propensity"
+
+
+class ImpressionsSource(_FileSource):
+    """The logging policy's impressions: who was shown which item at which position, the
+    reward, and the logged propensity mu(item at position | user)."""
+
+    columns: ImpressionColumns = Field(default_factory=ImpressionColumns)
+
+
 class DataConfig(_Strict):
     interactions: InteractionsSource
     items: ItemsSource | None = None
+    impressions: ImpressionsSource | None = None  # enables off-policy estimates
 
 
 Timepoint = dt.datetime | dt.date | float
@@ -241,6 +259,12 @@ class TuningConfig(_Strict):
 PROTOCOL = re.compile(r"full|sampled_([1-9][0-9]*)")
 
 
+class OffPolicyConfig(_Strict):
+    """Off-policy estimation from data.impressions; ``clip``: M of clipped IPS, min(w, M)."""
+
+    clip: float = Field(default=10.0, gt=0.0, allow_inf_nan=False)
+
+
 class EvaluationConfig(_Strict):
     k: list[Annotated[int, Field(ge=1, le=1000)]] = Field(default_factory=lambda: [5, 10, 20])
     protocol: list[str] = Field(default_factory=lambda: ["full"])
@@ -260,6 +284,7 @@ class EvaluationConfig(_Strict):
     seed: int = 42
     embeddings: EmbeddingsConfig = Field(default_factory=EmbeddingsConfig)
     serendipity: SerendipityConfig = Field(default_factory=SerendipityConfig)
+    off_policy: OffPolicyConfig | None = None  # defaults apply when data.impressions is given
 
     @field_validator("k")
     @classmethod
@@ -409,6 +434,9 @@ def hyperparameters(model: ModelConfig) -> dict[str, Any]:
     return {n: getattr(model, n) for n in TUNABLE.get(model.kind, ())}
 
 
+LOGGING_POLICY = "logging"  # the model name of the logging policy's own value in off_policy/
+
+
 class JobConfig(_Strict):
     run: RunConfig = Field(default_factory=RunConfig)
     spark: SparkConfig = Field(default_factory=SparkConfig)
@@ -452,6 +480,16 @@ class JobConfig(_Strict):
             raise ValueError(
                 f"relevance.kind: {self.relevance.kind} needs data.interactions.columns.rating"
             )
+        if self.evaluation.off_policy is not None and self.data.impressions is None:
+            raise ValueError(
+                "evaluation.off_policy needs data.impressions (the logged impressions); "
+                "configure them or remove evaluation.off_policy"
+            )
+        if self.data.impressions is not None and LOGGING_POLICY in names:
+            raise ValueError(
+                f"models: {LOGGING_POLICY!r} names the logging policy in off_policy/ when "
+                "data.impressions is given; rename that model"
+            )
         return self
 
     def _check_models(self) -> None:
@@ -491,6 +529,13 @@ class JobConfig(_Strict):
                 "rating predictions (task rating_prediction, or als with implicit: false) need "
                 "data.interactions.columns.rating"
             )
+
+    @property
+    def off_policy_settings(self) -> OffPolicyConfig | None:
+        """The off-policy settings when impressions are configured (defaults if not given)."""
+        if self.data.impressions is None:
+            return None
+        return self.evaluation.off_policy or OffPolicyConfig()
 
 
 # --- the session-based next-item protocol (DESIGN §8) ---------------------------------------
@@ -647,6 +692,7 @@ _PATH_KEYS: tuple[tuple[str, ...], ...] = (
     ("output", "path"),
     ("data", "interactions", "path"),
     ("data", "items", "path"),
+    ("data", "impressions", "path"),
     ("data", "clicks", "path"),
     ("data", "train", "path"),
     ("data", "test", "path"),
@@ -835,7 +881,9 @@ def _resolve_paths(raw: dict[str, Any], *, base: Path) -> None:
 def _check_input_paths(config: JobConfig | SessionJobConfig) -> None:
     data = config.data
     named = (
-        ("interactions", "items") if isinstance(config, JobConfig) else ("clicks", "train", "test")
+        ("interactions", "items", "impressions")
+        if isinstance(config, JobConfig)
+        else ("clicks", "train", "test")
     )
     sources: list[tuple[str, str]] = [
         (f"data.{name}.path", getattr(data, name).path)

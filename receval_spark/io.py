@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from receval_spark.config import _FileSource
 from receval_spark.errors import InputError, first_line
 
-REPORT_DATASETS = ("metrics", "comparisons", "long_tail", "per_user", "runs")
+REPORT_DATASETS = ("metrics", "comparisons", "long_tail", "off_policy", "per_user", "runs")
 _MARKER = "_COMMITTED"
 
 

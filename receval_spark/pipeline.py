@@ -25,8 +25,10 @@ from receval_spark.alerts import regressions
 from receval_spark.cache import persist, releasing_cache
 from receval_spark.checks import run_checks, run_warnings, temporal_leakage_check
 from receval_spark.config import (
+    LOGGING_POLICY,
     EvaluationConfig,
     ExternalModel,
+    ImpressionsSource,
     InteractionsSource,
     ItemsSource,
     JobConfig,
@@ -58,6 +60,13 @@ from receval_spark.metrics.compare import (
     paired_statistics,
 )
 from receval_spark.metrics.compat import compatible_per_user
+from receval_spark.metrics.offpolicy import (
+    ESTIMATORS,
+    PROBABILITY,
+    estimates,
+    importance_weights,
+    off_policy_sums,
+)
 from receval_spark.metrics.rating import rating_errors, rating_metrics
 from receval_spark.models import Scorer, fit_model
 from receval_spark.models.als import als_item_embeddings
@@ -75,22 +84,28 @@ from receval_spark.report.tables import (
     Check,
     ComparisonRow,
     MetricRow,
+    OffPolicyRow,
     RunRecord,
     comparisons_table,
     long_tail_table,
     metrics_table,
+    off_policy_table,
     per_user_table,
     runs_table,
 )
 from receval_spark.schema import (
     ITEM,
+    POSITION,
     RANK,
     RATING,
+    REWARD,
     TIMESTAMP,
     USER,
+    canonical_impressions,
     canonical_interactions,
     canonical_items,
     canonical_recommendations,
+    validate_impressions,
     validate_interactions,
     validate_recommendations,
 )
@@ -130,6 +145,7 @@ class Evaluation:
     checks: list[Check]
     warnings: list[str]
     alerts: list[str] = dataclasses.field(default_factory=list)
+    off_policy: list[OffPolicyRow] = dataclasses.field(default_factory=list)
     stage_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     tuning: dict[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -180,6 +196,26 @@ def load_items(spark: SparkSession, source: ItemsSource, *, interactions: DataFr
             item_type=interactions.schema[ITEM].dataType,
             source="data.items",
         )
+
+
+def load_impressions(
+    spark: SparkSession, source: ImpressionsSource, *, interactions: DataFrame
+) -> DataFrame:
+    """Read, map and validate the logged impressions as (user_id, item_id, position, reward,
+    propensity), ids cast to the interaction log's id types (one validation pass)."""
+    raw = read_table(spark, source, key="data.impressions")
+    impressions = persist(
+        canonical_impressions(
+            raw,
+            columns=source.columns,
+            user_type=interactions.schema[USER].dataType,
+            item_type=interactions.schema[ITEM].dataType,
+            source="data.impressions",
+        )
+    )
+    with reading("data.impressions", source.path, source.format):
+        validate_impressions(impressions, source="data.impressions")
+    return impressions
 
 
 def describe_items(items: DataFrame, catalogue: DataFrame) -> dict[str, int]:
@@ -261,7 +297,7 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
     ``stage_seconds`` of the result: read (reading and validating the inputs), split (the
     split, Rel(u) and the evaluated users), top_k (every model's lists), accuracy (per-user
     accuracy and its macro averages), beyond (beyond-accuracy metrics with their bootstrap),
-    statistics (paired comparisons), checks.
+    statistics (paired comparisons), off_policy (only with data.impressions), checks.
     """
     settings = config.evaluation
     ks = settings.k
@@ -272,6 +308,11 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
         for m in config.models
         if isinstance(m, ExternalModel)
     }
+    impressions = (
+        load_impressions(spark, config.data.impressions, interactions=interactions)
+        if config.data.impressions is not None
+        else None
+    )
     clock.lap("read")
     split = split_interactions(config.split, interactions)
     split_summary = describe_split(split)
@@ -309,13 +350,19 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
         )
         for model in chosen
     }
-    ranked = {
-        name: rank_candidates(scorer.candidates(users), k=max(ks), seen=seen)
-        for name, scorer in scorers.items()
-    }
-    ranked_all = persist(
-        union_all([r.withColumn("model", F.lit(name)) for name, r in ranked.items()])
-    )
+
+    def _rank_models(for_users: DataFrame) -> DataFrame:
+        """(user_id, item_id, score, rank, model): every model's top-max(k) list for the users."""
+        return union_all(
+            [
+                rank_candidates(s.candidates(for_users), k=max(ks), seen=seen).withColumn(
+                    "model", F.lit(name)
+                )
+                for name, s in scorers.items()
+            ]
+        )
+
+    ranked_all = persist(_rank_models(users))
     ranked_all.count()  # materialises the lists every later stage reads
     clock.lap("top_k")
     models = spark.createDataFrame([(m.name,) for m in config.models], "model string")
@@ -380,6 +427,15 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
         for c in compare_models(per_user, baseline=settings.baseline)
     ]
     clock.lap("statistics")
+    off_policy = []
+    if impressions is not None:
+        off_policy = off_policy_estimates(
+            impressions,
+            _rank_models(impressions.select(USER).distinct()),
+            models=models,
+            clip=config.off_policy_settings.clip,
+        )
+        clock.lap("off_policy")
     checks = run_checks(config, split_summary, rows, truth=truth, seen=seen)
     warnings = run_warnings(config, n_users, rows) + warnings
     clock.lap("checks")
@@ -394,6 +450,7 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
         n_users_evaluated=n_users,
         checks=checks,
         warnings=warnings,
+        off_policy=off_policy,
         stage_seconds=clock.seconds,
         tuning=tuning,
     )
@@ -556,6 +613,47 @@ def sampled_candidates(
     return truth.select(USER, ITEM).unionByName(negatives.select(USER, ITEM))
 
 
+def off_policy_estimates(
+    impressions: DataFrame, ranked: DataFrame, *, models: DataFrame, clip: float
+) -> list[OffPolicyRow]:
+    """IPS, clipped IPS and SNIPS (metrics/offpolicy.py) of every model's ranking on the logged
+    impressions, and the logging policy's own mean reward (model ``logging``, estimator
+    ``logged_mean``: the mean of w = 1, with its t-interval).
+
+    Item-position model of a deterministic ranking: pi(item at position | user) = 1 where the
+    model's top-max(k) list for the user (``ranked``: model, user_id, item_id, rank) has the
+    item at exactly that rank, else 0; logged positions beyond max k, and users the model has
+    no list for, get pi = 0. Every model in ``models`` gets rows. One aggregation; one small
+    row per model reaches the driver.
+    """
+    target = ranked.select(
+        "model", USER, ITEM, F.col(RANK).alias(POSITION), F.lit(1.0).alias(PROBABILITY)
+    )
+    weighted = importance_weights(impressions, target, by=["model"], policies=models)
+    logged = impressions.select(F.lit(LOGGING_POLICY).alias("model"), REWARD, F.lit(1.0).alias("w"))
+    rows = []
+    for sums in off_policy_sums(weighted.unionByName(logged), by=["model"], clip=clip).collect():
+        for e in estimates(sums, by=["model"]):
+            if sums["model"] == LOGGING_POLICY and e.estimator != "ips":
+                continue
+            rows.append(
+                OffPolicyRow(
+                    model=sums["model"],
+                    estimator="logged_mean" if sums["model"] == LOGGING_POLICY else e.estimator,
+                    value=e.value,
+                    std_error=e.std_error,
+                    ci_low=e.ci_low,
+                    ci_high=e.ci_high,
+                    n_impressions=e.n_impressions,
+                    effective_n=e.effective_n,
+                    max_weight=e.max_weight,
+                    clip=clip if e.estimator == "clipped_ips" else None,
+                )
+            )
+    order = {name: i for i, name in enumerate(("logged_mean", *ESTIMATORS))}
+    return sorted(rows, key=lambda r: (r.model != LOGGING_POLICY, r.model, order[r.estimator]))
+
+
 def _macro_rows(per_user_long: DataFrame) -> list[MetricRow]:
     """Macro averages with intervals of (model, segment, user_id, k, metric, value) rows."""
     averages = macro_average(per_user_long, by=["model", "segment", "metric", "k"])
@@ -716,6 +814,10 @@ def run_job(
         tables = {"comparisons": comparisons.coalesce(1)}
         if evaluation.long_tail is not None:
             tables["long_tail"] = long_tail_table(evaluation.long_tail, run_id=run_id).coalesce(1)
+        if evaluation.off_policy:
+            tables["off_policy"] = off_policy_table(
+                spark, evaluation.off_policy, run_id=run_id
+            ).coalesce(1)
         if config.output.per_user and evaluation.per_user is not None:
             tables["per_user"] = per_user_table(evaluation.per_user, run_id=run_id)
         alerts = commit_run(

@@ -15,6 +15,7 @@ from pyspark.sql import types as T
 
 from receval_spark.config import (
     ClickColumns,
+    ImpressionColumns,
     InteractionColumns,
     ItemColumns,
     RecommendationColumns,
@@ -33,6 +34,8 @@ SESSION = "session_id"
 POSITION = "position"
 TARGET = "target_id"
 ORDER = "order"
+REWARD = "reward"
+PROPENSITY = "propensity"
 
 _ID_TYPES = (T.IntegerType, T.LongType, T.ShortType, T.ByteType, T.StringType)
 
@@ -395,21 +398,59 @@ def _raise_on_counts(counts: dict[str, int], *, source: str, fix: str) -> None:
         raise InputError(f"{source}: " + "; ".join(problems) + f"; {fix}.")
 
 
+def canonical_impressions(
+    raw: DataFrame,
+    *,
+    columns: ImpressionColumns,
+    user_type: T.DataType,
+    item_type: T.DataType,
+    source: str,
+) -> DataFrame:
+    """Map logged impressions to (user_id, item_id, position int, reward double, propensity
+    double), ids cast to the interaction log's id types so they join the models' lists.
+
+    Id columns must be integers or strings, and strings where the log's ids are strings; values
+    that do not convert become null and are reported by ``validate_impressions``.
+    """
+    require_columns(raw, columns.model_dump(), source=source)
+    for role, log_type in (("user", user_type), ("item", item_type)):
+        name = getattr(columns, role)
+        given = raw.schema[name].dataType
+        if not isinstance(given, _ID_TYPES) or (
+            isinstance(log_type, T.StringType) and not isinstance(given, T.StringType)
+        ):
+            raise InputError(
+                f"{source}: column {name!r} ({role} id) has type {given.simpleString()} but the "
+                f"log's {role} ids are {log_type.simpleString()}; write the ids exactly as they "
+                "are in data.interactions."
+            )
+    return raw.select(
+        F.col(columns.user).try_cast(user_type).alias(USER),
+        F.col(columns.item).try_cast(item_type).alias(ITEM),
+        F.col(columns.position).try_cast("int").alias(POSITION),
+        F.col(columns.reward).try_cast("double").alias(REWARD),
+        F.col(columns.propensity).try_cast("double").alias(PROPENSITY),
+    )
+
+
 def validate_impressions(impressions: DataFrame, *, source: str) -> int:
     """Check logged impressions (user_id, item_id, position, reward, propensity) in one pass
-    and return their row count. Errors: a missing column; no rows; null ids or positions;
+    and return their row count. Errors: a missing column; no rows; null ids or positions
+    (also ids or positions that did not convert); positions below 1 (1 is the top slot);
     null, NaN or infinite rewards; missing, NaN, infinite, zero or negative propensities (IPS
     divides by them: common support needs p > 0) or propensities above 1."""
     require_columns(
         impressions,
-        {c: c for c in (USER, ITEM, "position", "reward", "propensity")},
+        {c: c for c in (USER, ITEM, POSITION, REWARD, PROPENSITY)},
         source=source,
     )
-    p = F.col("propensity")
+    p = F.col(PROPENSITY)
     checks = {
-        "user_id, item_id or position has null values": F.col(USER).isNull()
+        "user_id, item_id or position has null values (or ids not of the log's id types, "
+        "positions that are not integers)": F.col(USER).isNull()
         | F.col(ITEM).isNull()
-        | F.col("position").isNull(),
+        | F.col(POSITION).isNull(),
+        "position is below 1 (positions count from 1, the top slot)": F.col(POSITION) < 1,
         "reward has null, NaN or infinite values": _not_finite("reward"),
         "propensity is missing, NaN or infinite": _not_finite("propensity"),
         "propensity is 0 or negative (no common support: IPS divides by it)": ~_not_finite(

@@ -42,16 +42,22 @@ ESTIMATORS = ("ips", "clipped_ips", "snips")
 
 
 def importance_weights(
-    impressions: DataFrame, target: DataFrame, *, by: Sequence[str]
+    impressions: DataFrame,
+    target: DataFrame,
+    *,
+    by: Sequence[str],
+    policies: DataFrame | None = None,
 ) -> DataFrame:
     """(*by, reward, w): every logged impression with w = pi / p for each target policy of
     ``target`` (keyed by ``by``, e.g. model); pi = 0 where the policy never shows the item at
     that position. ``by`` columns the impressions also have (e.g. a log partition) are
-    matched, the others crossed: each policy is scored on every impression of its partition."""
+    matched, the others crossed: each policy is scored on every impression of its partition.
+    ``policies`` (the ``by`` values to score; default: those in ``target``) keeps a policy
+    without any target row, scored with w = 0 everywhere."""
     by = list(by)
     keys = [USER, ITEM, POSITION]
     shared = [c for c in by if c in impressions.columns]
-    policies = target.select(*by).distinct()
+    policies = (target if policies is None else policies).select(*by).distinct()
     logged = impressions.join(policies, on=shared) if shared else impressions.crossJoin(policies)
     return logged.join(target.select(*by, *keys, PROBABILITY), on=[*by, *keys], how="left").select(
         *by,

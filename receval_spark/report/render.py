@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ HEADLINE = ("ndcg", "precision", "recall", "map", "mrr", "coverage", "novelty")
 SIGNIFICANCE = 0.05
 PERCENT_PROTOCOLS = ("session",)
 HISTORY_METRICS = ("ndcg", "recall")
+OFF_POLICY_ESTIMATORS = ("logged_mean", "ips", "clipped_ips", "snips")
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class ReportData:
     long_tail: pd.DataFrame
     run: dict[str, Any]
     history: pd.DataFrame  # segment-"all" metrics of this and every earlier date, with run_date
+    off_policy: pd.DataFrame = field(default_factory=pd.DataFrame)  # empty without impressions
 
 
 def load_report(reports: Path, date: str | None = None) -> ReportData:
@@ -65,6 +67,7 @@ def load_report(reports: Path, date: str | None = None) -> ReportData:
         metrics=read("metrics"),
         comparisons=read("comparisons"),
         long_tail=read("long_tail"),
+        off_policy=read("off_policy"),
         run=run,
         history=pd.concat(history, ignore_index=True) if history else pd.DataFrame(),
     )
@@ -208,6 +211,40 @@ def sentences(data: ReportData, k: int) -> list[str]:
     return out
 
 
+OFF_POLICY_ASSUMPTIONS = (
+    "Estimates of each model's mean reward per logged impression from the logging policy's "
+    "impressions (a model's ranking shows an item at a position with probability 1 or 0). "
+    "They assume common support (every logged propensity > 0), that the logged propensities "
+    "are the logging policy's true probabilities, that an impression's reward depends on the "
+    "user, the item and its position only, and that impressions are independent."
+)
+
+
+def off_policy_rows(data: ReportData) -> list[dict[str, str]]:
+    """The off_policy dataset as display rows (model, estimator, value, interval, n, effective
+    n, largest weight), the logging policy's own mean first."""
+    frame = data.off_policy
+    if frame.empty:
+        return []
+    order = {name: i for i, name in enumerate(OFF_POLICY_ESTIMATORS)}
+    frame = frame.assign(
+        _logging=frame["estimator"] != "logged_mean", _order=frame["estimator"].map(order)
+    ).sort_values(["_logging", "model", "_order"])
+    return [
+        {
+            "model": r.model,
+            "estimator": r.estimator
+            + (f" (M = {r.clip:g})" if r.estimator == "clipped_ips" and pd.notna(r.clip) else ""),
+            "value": _number(r.value, "full"),
+            "interval": _interval(r.ci_low, r.ci_high, "full"),
+            "n": f"{r.n_impressions}",
+            "effective_n": "" if pd.isna(r.effective_n) else f"{r.effective_n:.1f}",
+            "max_weight": "" if pd.isna(r.max_weight) else f"{r.max_weight:g}",
+        }
+        for r in frame.itertuples()
+    ]
+
+
 def _template_source(name: str) -> str:
     """A template's text, read through importlib.resources: also from a zipped package
     (``spark-submit --py-files receval_spark.zip``), where jinja2's PackageLoader finds none."""
@@ -235,6 +272,8 @@ def render(data: ReportData) -> tuple[str, str]:
         "sentences": sentences(data, k),
         "all_metrics": metric_table(data),
         "history": history_rows(data, k),
+        "off_policy": off_policy_rows(data),
+        "off_policy_assumptions": OFF_POLICY_ASSUMPTIONS,
         "figures": plots.figures(data.metrics, k=k, long_tail=data.long_tail, history=data.history),
     }
     return (

@@ -1,5 +1,5 @@
 """Report datasets as DataFrames with the schemas of CONTRACT.md (metrics, comparisons, runs,
-per_user)."""
+per_user) and of the README (long_tail, off_policy)."""
 
 from __future__ import annotations
 
@@ -50,6 +50,22 @@ COMPARISONS_SCHEMA = T.StructType(
         T.StructField("p_wilcoxon", T.DoubleType(), True),
         T.StructField("p_holm", T.DoubleType(), True),
         T.StructField("p_wilcoxon_holm", T.DoubleType(), True),
+    ]
+)
+
+OFF_POLICY_SCHEMA = T.StructType(
+    [
+        T.StructField("run_id", T.StringType(), False),
+        T.StructField("model", T.StringType(), False),
+        T.StructField("estimator", T.StringType(), False),
+        T.StructField("value", T.DoubleType(), True),
+        T.StructField("std_error", T.DoubleType(), True),
+        T.StructField("ci_low", T.DoubleType(), True),
+        T.StructField("ci_high", T.DoubleType(), True),
+        T.StructField("n_impressions", T.LongType(), False),
+        T.StructField("effective_n", T.DoubleType(), True),
+        T.StructField("max_weight", T.DoubleType(), True),
+        T.StructField("clip", T.DoubleType(), True),
     ]
 )
 
@@ -118,6 +134,24 @@ class ComparisonRow:
     p_holm: float | None = None
     p_wilcoxon_holm: float | None = None
     protocol: str = "full"
+
+
+@dataclass(frozen=True)
+class OffPolicyRow:
+    """One off-policy estimate of a model's mean reward per logged impression (estimator ips,
+    clipped_ips, snips), or the logging policy's own mean reward (model ``logging``, estimator
+    ``logged_mean``); ``clip`` is M on clipped_ips rows, None elsewhere."""
+
+    model: str
+    estimator: str
+    value: float | None
+    std_error: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n_impressions: int
+    effective_n: float | None
+    max_weight: float | None
+    clip: float | None = None
 
 
 @dataclass(frozen=True)
@@ -200,6 +234,24 @@ def comparisons_table(
         for r in sorted(rows, key=lambda r: (r.model, r.segment, r.metric, r.k or 0))
     ]
     return spark.createDataFrame(data, COMPARISONS_SCHEMA)
+
+
+def off_policy_table(
+    spark: SparkSession, rows: Sequence[OffPolicyRow], *, run_id: str
+) -> DataFrame:
+    """The ``off_policy`` dataset for one run, ordered by model and estimator."""
+    data = [
+        (
+            run_id,
+            r.model,
+            r.estimator,
+            *(_finite(v) for v in (r.value, r.std_error, r.ci_low, r.ci_high)),
+            r.n_impressions,
+            *(_finite(v) for v in (r.effective_n, r.max_weight, r.clip)),
+        )
+        for r in sorted(rows, key=lambda r: (r.model, r.estimator))
+    ]
+    return spark.createDataFrame(data, OFF_POLICY_SCHEMA)
 
 
 def runs_table(spark: SparkSession, record: RunRecord) -> DataFrame:

@@ -102,9 +102,7 @@ def spark_side(spark, raw: dict) -> tuple[object, pd.DataFrame]:
             if isinstance(model, ExternalModel)
             else None
         )
-        scorer = fit_model(
-            model, history=history, truth=truth, k=k, seen=seen, external=external
-        )
+        scorer = fit_model(model, history=history, truth=truth, k=k, seen=seen, external=external)
         candidates = scorer.candidates(users)
         ranked = rank_candidates(candidates, k=k, seen=seen)
         frames.append(ranked.select(F.lit(model.name).alias("model"), "user_id", "item_id", "rank"))

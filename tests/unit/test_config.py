@@ -268,3 +268,67 @@ def test_the_nightly_config_alerts_on_the_headline_metrics():
     rules = {(r.metric, r.k): r for r in config.evaluation.alerts}
     assert rules[("ndcg", 10)].max_relative_drop == 0.05 and rules[("ndcg", 10)].window == 7
     assert config.run.date is None  # the scheduler passes run.date
+
+
+IMPRESSIONS = """\
+  impressions:
+    path: data/impressions.parquet
+    columns: {user: uid, item: iid, position: slot, reward: clicked, propensity: p}
+"""
+
+
+def impressions_config() -> str:
+    """CONFIG with data.impressions (after data.interactions)."""
+    return CONFIG.replace("split:", IMPRESSIONS + "split:", 1)
+
+
+@pytest.fixture
+def impressions_file(project: Path) -> Path:
+    path = project / "data" / "impressions.parquet"
+    path.write_bytes(b"")  # existence is checked here; Spark reads it later
+    return path
+
+
+def test_impressions_resolve_like_the_other_inputs_and_off_policy_defaults_apply(
+    project, elsewhere, impressions_file
+):
+    text = impressions_config()
+    config = load_config(write(project, text))
+
+    impressions = config.data.impressions
+    assert impressions.path == str(impressions_file.resolve())
+    assert impressions.format == "parquet"
+    assert impressions.columns.model_dump() == {
+        "user": "uid",
+        "item": "iid",
+        "position": "slot",
+        "reward": "clicked",
+        "propensity": "p",
+    }
+    assert config.evaluation.off_policy is None  # the section is optional ...
+    assert config.off_policy_settings.clip == 10.0  # ... and its defaults apply
+    clipped = load_config(write(project, text), ["evaluation.off_policy={clip: 3}"])
+    assert clipped.off_policy_settings.clip == 3.0
+    assert load_config(write(project, CONFIG)).off_policy_settings is None
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [
+        (["evaluation.off_policy.clip=0"], "evaluation.off_policy.clip: Input should be greater"),
+        (["evaluation.off_policy.clip=-1"], "evaluation.off_policy.clip: Input should be greater"),
+        (["evaluation.off_policy.clip=.nan"], "evaluation.off_policy.clip: Input should be a fin"),
+        (["evaluation.off_policy.clipp=2"], "evaluation.off_policy.clipp: unknown key"),
+        (["data.impressions.columns.rewards=r"], "data.impressions.columns.rewards: unknown key"),
+        (["models.1.name=logging"], "'logging' names the logging policy"),
+        (["data.impressions=null", "evaluation.off_policy={clip: 2}"], "needs data.impressions"),
+        (["data.impressions.path=absent.parquet"], "absent.parquet does not exist"),
+    ],
+)
+def test_bad_off_policy_settings_are_config_errors(
+    project, elsewhere, impressions_file, overrides, fragment
+):
+    with pytest.raises(ConfigError) as info:
+        load_config(write(project, impressions_config()), overrides)
+
+    assert fragment in str(info.value)

@@ -47,6 +47,10 @@ def base_config(folder: Path) -> dict[str, Any]:
                 "columns": {"item": "i", "category": "genres"},
                 "category_separator": "|",
             },
+            "impressions": {
+                "path": str(folder / "impressions.parquet"),
+                "columns": {"user": "u", "item": "i", "position": "pos", "propensity": "p"},
+            },
         },
         "split": {"method": "global_temporal", "quantile": 0.8},
         "relevance": {"kind": "threshold", "threshold": 4.0},
@@ -54,6 +58,7 @@ def base_config(folder: Path) -> dict[str, Any]:
             "k": [5, 10],
             "metrics": ["ndcg", "recall", "coverage"],
             "alerts": [{"metric": "ndcg", "k": 10}],
+            "off_policy": {"clip": 5.0},
         },
         "models": [
             {"name": "popularity", "kind": "popularity"},
@@ -152,7 +157,7 @@ VALUES = st.recursive(
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Holds the config's input files (their contents do not matter: nothing reads them)."""
     folder = tmp_path_factory.mktemp("fuzz")
-    for name in ("ratings.csv", "items.csv", "recs.parquet"):
+    for name in ("ratings.csv", "items.csv", "recs.parquet", "impressions.parquet"):
         (folder / name).write_text("x\n", encoding="utf-8")
     return folder
 

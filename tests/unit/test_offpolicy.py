@@ -151,3 +151,19 @@ def test_missing_impression_column_is_named(spark):
 
     with pytest.raises(InputError, match="'propensity'"):
         validate_impressions(impressions, source="data.impressions")
+
+
+def test_a_policy_without_target_rows_is_scored_with_zero_weights(spark):
+    impressions = spark.createDataFrame([(1, 10, 1, 1.0, 0.5), (2, 11, 1, 0.0, 0.5)], IMPRESSIONS)
+    target = spark.createDataFrame([("new", 1, 10, 1, 1.0)], TARGET)
+    policies = spark.createDataFrame([("new",), ("empty",)], "model string")
+
+    weighted = importance_weights(impressions, target, by=["model"], policies=policies)
+    rows = off_policy_sums(weighted, by=["model"], clip=2.0).collect()
+    got = {(e.group, e.estimator): e for row in rows for e in estimates(row, by=["model"])}
+
+    assert got[(("new",), "ips")].value == pytest.approx(1.0, abs=1e-12)  # (2 * 1 + 0) / 2
+    empty = {name: got[(("empty",), name)] for name in ("ips", "clipped_ips", "snips")}
+    assert (empty["ips"].value, empty["clipped_ips"].value) == (0.0, 0.0)
+    assert empty["snips"].value is None and empty["ips"].max_weight == 0.0
+    assert empty["ips"].n_impressions == 2

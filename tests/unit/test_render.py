@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 
 from receval_spark.report.render import (
     ReportData,
     history_rows,
     metric_table,
+    off_policy_rows,
     render,
     sentences,
     split_parts,
@@ -169,3 +172,47 @@ def test_a_session_run_renders_with_percentages_and_no_comparisons():
     assert "12.34%" in html and "| pop |" in markdown
     assert "<td>test</td><td>5</td><td>2</td>" in html
     assert 'id="alerts"' not in html
+
+
+def off_policy_row(model, estimator, value, low, high, clip=None):
+    return {
+        "run_id": "r-2026-11-03",
+        "model": model,
+        "estimator": estimator,
+        "value": value,
+        "std_error": 0.01,
+        "ci_low": low,
+        "ci_high": high,
+        "n_impressions": 500,
+        "effective_n": 62.5,
+        "max_weight": 8.0,
+        "clip": clip,
+    }
+
+
+def test_off_policy_section_only_when_the_dataset_exists():
+    without = render(data())
+    assert all("Off-policy estimates" not in page for page in without)
+
+    with_estimates = dataclasses.replace(
+        data(),
+        off_policy=pd.DataFrame(
+            [
+                off_policy_row("knn", "snips", 0.2, 0.15, 0.25),
+                off_policy_row("knn", "clipped_ips", 0.18, 0.1, 0.26, clip=5.0),
+                off_policy_row("logging", "logged_mean", 0.1, 0.08, 0.12),
+            ]
+        ),
+    )
+    rows = off_policy_rows(with_estimates)
+    html, markdown = render(with_estimates)
+
+    assert [(r["model"], r["estimator"]) for r in rows] == [
+        ("logging", "logged_mean"),  # the logging policy first, then ips, clipped_ips, snips
+        ("knn", "clipped_ips (M = 5)"),
+        ("knn", "snips"),
+    ]
+    assert rows[2]["value"] == "0.2000" and rows[2]["interval"] == "[0.1500, 0.2500]"
+    assert 'id="off-policy"' in html and "common support" in html
+    assert "## Off-policy estimates" in markdown
+    assert "| knn | snips | 0.2000 | [0.1500, 0.2500] | 500 | 62.5 | 8 |" in markdown

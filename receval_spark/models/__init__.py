@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from receval_spark.cache import persist
 from receval_spark.config import ModelConfig
 from receval_spark.models.als import als_candidates, als_scores, fit_als
 from receval_spark.models.bias import PREDICTION, bias_predictions
-from receval_spark.models.item_knn import item_knn_candidates, item_knn_scores
+from receval_spark.models.item_knn import item_knn_candidates, item_knn_scores, item_neighbours
 from receval_spark.models.oracle import oracle_candidates, oracle_scores
 from receval_spark.models.popularity import popularity_candidates, popularity_scores
 from receval_spark.models.random import random_candidates, random_scores
@@ -71,9 +72,10 @@ def fit_model(
             lambda pairs: oracle_scores(truth, pairs),
         )
     if kind == "item_knn":
+        similar = persist(item_neighbours(history, neighbours=model.neighbours))
         return Scorer(
-            lambda users: item_knn_candidates(history, users, neighbours=model.neighbours),
-            lambda pairs: item_knn_scores(history, pairs, neighbours=model.neighbours),
+            lambda users: item_knn_candidates(history, users, similar),
+            lambda pairs: item_knn_scores(history, pairs, similar),
         )
     if kind == "als":
         fitted = fit_als(

@@ -29,11 +29,14 @@ def item_neighbours(history: DataFrame, *, neighbours: int) -> DataFrame:
     pairs = history.select(USER, ITEM).distinct()
     counts = pairs.groupBy(ITEM).agg(F.count(F.lit(1)).alias("_n"))
     left, right = pairs.alias("a"), pairs.alias("b")
-    together = (
+    once = (  # each unordered pair once: half the co-occurrence rows of a full self-join
         left.join(right, on=USER)
-        .filter(F.col(f"a.{ITEM}") != F.col(f"b.{ITEM}"))
+        .filter(F.col(f"a.{ITEM}") < F.col(f"b.{ITEM}"))
         .groupBy(F.col(f"a.{ITEM}").alias(ITEM), F.col(f"b.{ITEM}").alias("neighbour"))
         .agg(F.count(F.lit(1)).alias("_both"))
+    )
+    together = once.unionByName(
+        once.select(F.col("neighbour").alias(ITEM), F.col(ITEM).alias("neighbour"), "_both")
     )
     similarity = (
         together.join(counts, on=ITEM)
@@ -55,22 +58,22 @@ def item_neighbours(history: DataFrame, *, neighbours: int) -> DataFrame:
     )
 
 
-def item_knn_candidates(history: DataFrame, users: DataFrame, *, neighbours: int) -> DataFrame:
+def item_knn_candidates(history: DataFrame, users: DataFrame, neighbours: DataFrame) -> DataFrame:
     """(user_id, item_id, score) for each user in ``users``: score(u, j) of the module doc
-    over the user's train items (users without train items get no candidates)."""
+    from the :func:`item_neighbours` table (users without train items get no candidates)."""
     own = history.select(USER, ITEM).distinct().join(users.select(USER), on=USER, how="left_semi")
     return (
-        own.join(item_neighbours(history, neighbours=neighbours), on=ITEM)
+        own.join(neighbours, on=ITEM)
         .groupBy(USER, F.col("neighbour").alias(ITEM))
         .agg(exact_sum("similarity").alias(SCORE))
     )
 
 
-def item_knn_scores(history: DataFrame, pairs: DataFrame, *, neighbours: int) -> DataFrame:
+def item_knn_scores(history: DataFrame, pairs: DataFrame, neighbours: DataFrame) -> DataFrame:
     """(user_id, item_id, score) for the distinct (user, item) ``pairs``: score(u, j) of the
     module doc, 0 where no train item of u has j among its neighbours."""
     pairs = pairs.select(USER, ITEM).distinct()
-    scored = item_knn_candidates(history, pairs.select(USER).distinct(), neighbours=neighbours)
+    scored = item_knn_candidates(history, pairs.select(USER).distinct(), neighbours)
     return pairs.join(scored, on=[USER, ITEM], how="left").select(
         USER, ITEM, F.coalesce(F.col(SCORE), F.lit(0.0)).alias(SCORE)
     )

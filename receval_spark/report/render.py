@@ -3,6 +3,7 @@ from the Parquet report datasets alone (read with pyarrow; they are small per ru
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -20,6 +21,11 @@ HEADLINE = ("ndcg", "precision", "recall", "map", "mrr", "coverage", "novelty")
 SIGNIFICANCE = 0.05
 PERCENT_PROTOCOLS = ("session",)
 HISTORY_METRICS = ("ndcg", "recall")
+SAMPLED_CAVEAT = (
+    "Sampled protocol: each user's relevant test items are ranked among N seeded negatives "
+    "(items the user never interacted with), not the whole catalogue. Such numbers are "
+    "inflated, can reorder models, and are not comparable with the full-catalogue tables above."
+)
 OFF_POLICY_ESTIMATORS = ("logged_mean", "ips", "clipped_ips", "snips")
 
 
@@ -34,6 +40,7 @@ class ReportData:
     run: dict[str, Any]
     history: pd.DataFrame  # segment-"all" metrics of this and every earlier date, with run_date
     off_policy: pd.DataFrame = field(default_factory=pd.DataFrame)  # empty without impressions
+    sampled: pd.DataFrame = field(default_factory=pd.DataFrame)  # protocol sampled_<N> rows
 
 
 def load_report(reports: Path, date: str | None = None) -> ReportData:
@@ -52,22 +59,25 @@ def load_report(reports: Path, date: str | None = None) -> ReportData:
         return pd.read_parquet(folder) if folder.exists() else pd.DataFrame()
 
     run = read("runs").iloc[0].to_dict()
-    for key in ("config", "split", "versions"):
+    run["tuning"] = run.get("tuning") or "{}"  # runs written before tuning existed lack it
+    for key in ("config", "split", "versions", "tuning"):
         run[key] = json.loads(run[key])
     run["checks"] = [dict(c) for c in run["checks"]]
     for key in ("warnings", "alerts"):
         run[key] = list(run.get(key, []))
     history = [
-        frame[frame["segment"] == "all"].assign(run_date=day)
+        _full(frame[frame["segment"] == "all"]).assign(run_date=day)
         for day in dates
         if day <= date and not (frame := read("metrics", day)).empty
     ]
+    metrics, comparisons = read("metrics"), read("comparisons")
     return ReportData(
         date=date,
-        metrics=read("metrics"),
-        comparisons=read("comparisons"),
+        metrics=_full(metrics),
+        comparisons=_full(comparisons),
         long_tail=read("long_tail"),
         off_policy=read("off_policy"),
+        sampled=metrics[~_is_full(metrics)] if not metrics.empty else pd.DataFrame(),
         run=run,
         history=pd.concat(history, ignore_index=True) if history else pd.DataFrame(),
     )
@@ -108,6 +118,39 @@ def history_rows(data: ReportData, k: int, *, dates: int = 10) -> dict | None:
             for model in table.index
         ],
     }
+
+
+def _is_full(frame: pd.DataFrame) -> pd.Series:
+    return ~frame["protocol"].astype(str).str.startswith("sampled_")
+
+
+def _full(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows of the full-catalogue (or session) protocol: sampled rows are shown apart."""
+    return frame if frame.empty else frame[_is_full(frame)]
+
+
+def sampled_tables(data: ReportData) -> dict[str, dict]:
+    """One :func:`metric_table` per sampled protocol (``sampled_<N>``), never mixed with
+    full-catalogue numbers."""
+    if data.sampled.empty:
+        return {}
+    return {
+        protocol: metric_table(dataclasses.replace(data, metrics=group))
+        for protocol, group in data.sampled.groupby("protocol", sort=True)
+    }
+
+
+def tuning_rows(data: ReportData) -> list[dict[str, str]]:
+    """Per tuned model: the chosen hyperparameters and their validation score."""
+    return [
+        {
+            "model": model,
+            "chosen": ", ".join(f"{k} = {v}" for k, v in record["chosen"].items()),
+            "score": f"{record['metric']} {record['validation_score']:.4f}",
+            "grid": str(len(record["grid"])),
+        }
+        for model, record in sorted(data.run.get("tuning", {}).items())
+    ]
 
 
 def metric_table(data: ReportData) -> dict:
@@ -271,6 +314,9 @@ def render(data: ReportData) -> tuple[str, str]:
         "headline": [m for m in HEADLINE if m in set(data.metrics["metric"])],
         "sentences": sentences(data, k),
         "all_metrics": metric_table(data),
+        "sampled": sampled_tables(data),
+        "sampled_caveat": SAMPLED_CAVEAT,
+        "tuning": tuning_rows(data),
         "history": history_rows(data, k),
         "off_policy": off_policy_rows(data),
         "off_policy_assumptions": OFF_POLICY_ASSUMPTIONS,

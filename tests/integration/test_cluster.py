@@ -66,7 +66,7 @@ from typing import TypeVar
 import pyarrow.parquet as pq
 import pyspark
 import pytest
-from demo_job import DATE_A, DemoRuns, same_value
+from demo_job import DATE_A, DEPLOYMENT_SETTINGS, DemoRuns, same_value
 from demo_job import explain as demo_explain
 
 pytestmark = pytest.mark.integration
@@ -78,7 +78,7 @@ CONFIG = REPO / "conf" / "demo.yaml"  # absolute: spark-submit runs outside the 
 JOB = REPO / "jobs" / "evaluate.py"
 DATA = REPO / "receval_spark" / "data" / "ml-latest-small"
 DATE = DATE_A  # the date of the shared local demo run (demo_runs), the reference
-COMMON = ["--set", f"run.date={DATE}", "--set", "evaluation.embeddings.source=none"]
+COMMON = ["--set", f"run.date={DATE}", *DEPLOYMENT_SETTINGS]
 APP_NAME = "receval:demo-ml-latest-small"
 JOB_TIMEOUT = 1800  # seconds per job: the machine running the tests may be busy
 START_TIMEOUT = 300

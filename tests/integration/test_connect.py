@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pyspark
 import pytest
-from demo_job import DATE_A, VENV_BIN, DemoRuns, explain, job_env, same_value
+from demo_job import DATE_A, DEPLOYMENT_SETTINGS, VENV_BIN, DemoRuns, explain, job_env, same_value
 from test_cli_end_to_end import metric_values, read
 
 pytestmark = pytest.mark.integration
@@ -158,8 +158,7 @@ def connect_run(connect_server: ConnectServer, tmp_path_factory):
             f"output.path={output}",
             "--set",
             f"run.date={DATE_A}",
-            "--set",
-            "evaluation.embeddings.source=none",  # as demo_runs
+            *DEPLOYMENT_SETTINGS,  # as demo_runs
         ],
         cwd=REPO,
         env=env,

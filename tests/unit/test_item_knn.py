@@ -46,7 +46,9 @@ def test_scores_sum_the_similarities_of_the_users_items(spark):
 
     got = {
         (r.user_id, r.item_id): r.score
-        for r in item_knn_candidates(history, users, neighbours=2).collect()
+        for r in item_knn_candidates(
+            history, users, item_neighbours(history, neighbours=2)
+        ).collect()
     }
 
     # N(10) = {11: 1, 12: 1/2}, N(11) = {10: 1, 12: 1/2}, N(12) = {13: 1/sqrt 2, 10: 1/2},

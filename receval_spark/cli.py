@@ -195,7 +195,9 @@ def evaluate(config_path: str, overrides: tuple[str, ...], remote: str | None) -
                 f"{_interval(row.ci_low, row.ci_high)}"
             )
     headline = [
-        c for c in evaluation.comparisons if c.segment == "all" and c.metric in HEADLINE_METRICS
+        c
+        for c in evaluation.comparisons
+        if c.segment == "all" and c.metric in HEADLINE_METRICS and c.protocol == "full"
     ]
     for c in sorted(headline, key=lambda c: (c.model, c.metric, c.k or 0)):
         click.echo(

@@ -8,6 +8,7 @@ the problem and the fix.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -244,17 +245,7 @@ def canonical_recommendations(
     log's ids are strings (a number would never equal a string id such as ``u1``).
     """
     require_columns(raw, columns.model_dump(), source=source)
-    for role, log_type in (("user", user_type), ("item", item_type)):
-        name = getattr(columns, role)
-        given = raw.schema[name].dataType
-        if not isinstance(given, _ID_TYPES) or (
-            isinstance(log_type, T.StringType) and not isinstance(given, T.StringType)
-        ):
-            raise InputError(
-                f"{source}: column {name!r} ({role} id) has type {given.simpleString()} but the "
-                f"log's {role} ids are {log_type.simpleString()}; write the ids exactly as they "
-                "are in data.interactions."
-            )
+    _check_id_types(raw, columns, user_type=user_type, item_type=item_type, source=source)
     score = (
         F.col(columns.score).try_cast("double")
         if columns.score
@@ -413,17 +404,7 @@ def canonical_impressions(
     that do not convert become null and are reported by ``validate_impressions``.
     """
     require_columns(raw, columns.model_dump(), source=source)
-    for role, log_type in (("user", user_type), ("item", item_type)):
-        name = getattr(columns, role)
-        given = raw.schema[name].dataType
-        if not isinstance(given, _ID_TYPES) or (
-            isinstance(log_type, T.StringType) and not isinstance(given, T.StringType)
-        ):
-            raise InputError(
-                f"{source}: column {name!r} ({role} id) has type {given.simpleString()} but the "
-                f"log's {role} ids are {log_type.simpleString()}; write the ids exactly as they "
-                "are in data.interactions."
-            )
+    _check_id_types(raw, columns, user_type=user_type, item_type=item_type, source=source)
     return raw.select(
         F.col(columns.user).try_cast(user_type).alias(USER),
         F.col(columns.item).try_cast(item_type).alias(ITEM),
@@ -468,3 +449,21 @@ def validate_impressions(impressions: DataFrame, *, source: str) -> int:
         fix="log the serving probability of every impression, or drop those rows",
     )
     return counts["__rows"]
+
+
+def _check_id_types(
+    raw: DataFrame, columns: Any, *, user_type: T.DataType, item_type: T.DataType, source: str
+) -> None:
+    """User and item id columns must be integers or strings, and strings where the log's ids
+    are strings (a number would never equal a string id such as ``u1``)."""
+    for role, log_type in (("user", user_type), ("item", item_type)):
+        name = getattr(columns, role)
+        given = raw.schema[name].dataType
+        if not isinstance(given, _ID_TYPES) or (
+            isinstance(log_type, T.StringType) and not isinstance(given, T.StringType)
+        ):
+            raise InputError(
+                f"{source}: column {name!r} ({role} id) has type {given.simpleString()} but the "
+                f"log's {role} ids are {log_type.simpleString()}; write the ids exactly as they "
+                "are in data.interactions."
+            )

@@ -220,3 +220,26 @@ def test_a_model_without_rows_for_cold_users_scores_zero_there(spark, tmp_path):
     warm = {(r.model, r.metric): r.value for r in evaluation.metrics if r.segment == "warm"}
     assert warm[("warm_only", "recall")] == 1.0  # every warm user's test item is its top pick
     assert all(c.passed for c in evaluation.checks), evaluation.checks
+
+
+def test_peer_definitions_report_their_four_metrics_and_recommenders_drops_users(spark, tmp_path):
+    """Cold users 5 and 6 get no ALS list: under spark_mllib they count (0) as every user
+    does; under recommenders they are dropped from ALS's averages (their inner join), so the
+    same-users check is replaced by a warning."""
+    models = [
+        {"name": "popularity", "kind": "popularity"},
+        {"name": "als", "kind": "als", "rank": 2, "max_iter": 5},
+    ]
+    counts = {}
+    for definitions in ("spark_mllib", "recommenders"):
+        raw = job_config(tmp_path / definitions, crafted_log(reconsumed=False), models)
+        raw["evaluation"] |= {"definitions": definitions, "metrics": ["ndcg", "map", "mrr"]}
+        evaluation = evaluate(spark, validate_config(raw))
+        rows = [r for r in evaluation.metrics if r.segment == "all"]
+        assert {r.metric for r in rows} == {"ndcg", "map"}  # mrr: not defined by the peers
+        counts[definitions] = {r.model: r.n_users for r in rows}
+        names = {c.name for c in evaluation.checks}
+        assert ("same_users_all_models" in names) == (definitions == "spark_mllib")
+        assert any(f"evaluation.definitions = {definitions}" in w for w in evaluation.warnings)
+    assert counts["spark_mllib"] == {"popularity": 6, "als": 6}
+    assert counts["recommenders"] == {"popularity": 6, "als": 4}

@@ -351,10 +351,14 @@ def test_long_tail_dataset_adds_up_to_the_catalogue_and_the_lists(demo_runs: Dem
     split = json.loads(pd.read_parquet(out / "runs" / f"run_date={DATE_A}").split.iloc[0])
     n_users = int(metrics[(metrics.metric == "ndcg") & (metrics.segment == "all")].n_users.max())
     coverage = metrics[(metrics.metric == "coverage") & (metrics.segment == "all")]
+    # the catalogue is the history models learn from: train + validation, before the test cut
+    ratings = pd.read_csv(REPO / "receval_spark" / "data" / "ml-latest-small" / "ratings.csv")
+    history = ratings[ratings.timestamp < pd.Timestamp(split["cutoff"]).timestamp()]
+    assert len(history) == split["train"]["rows"] + split["validation"]["rows"]
     for (model, k), group in tail.groupby(["model", "k"]):
         catalogue = group[group.popularity_bin >= 0]
-        assert catalogue.n_items.sum() == split["train"]["items"]
-        assert catalogue.train_interactions.sum() == split["train"]["rows"]
+        assert catalogue.n_items.sum() == history.movieId.nunique()
+        assert catalogue.train_interactions.sum() == len(history)
         assert (catalogue.min_interactions == 2**catalogue.popularity_bin).all()
         expected = coverage[(coverage.model == model) & (coverage.k == k)].value.iloc[0]
         assert catalogue.n_recommended_items.sum() / catalogue.n_items.sum() == pytest.approx(

@@ -11,8 +11,8 @@ With U_i the distinct train users of item i and H(u) the distinct train items of
 N(i) holds the ``neighbours`` items most similar to i (ties by item id); scores are exact
 sums, so the ranking does not depend on the partitioning. Items of H(u) are
 scored too (seen-item filtering happens when ranking). Cost: the co-occurrence self-join has
-sum over users of |H(u)|^2 rows; scoring has sum over users of |H(u)| · neighbours rows — no
-users x items product.
+sum over users of |H(u)|^2 rows (once per fit); scoring has sum over users of
+|H(u)| · neighbours rows — no users x items product.
 """
 
 from __future__ import annotations
@@ -29,14 +29,11 @@ def item_neighbours(history: DataFrame, *, neighbours: int) -> DataFrame:
     pairs = history.select(USER, ITEM).distinct()
     counts = pairs.groupBy(ITEM).agg(F.count(F.lit(1)).alias("_n"))
     left, right = pairs.alias("a"), pairs.alias("b")
-    once = (  # each unordered pair once: half the co-occurrence rows of a full self-join
+    together = (
         left.join(right, on=USER)
-        .filter(F.col(f"a.{ITEM}") < F.col(f"b.{ITEM}"))
+        .filter(F.col(f"a.{ITEM}") != F.col(f"b.{ITEM}"))
         .groupBy(F.col(f"a.{ITEM}").alias(ITEM), F.col(f"b.{ITEM}").alias("neighbour"))
         .agg(F.count(F.lit(1)).alias("_both"))
-    )
-    together = once.unionByName(
-        once.select(F.col("neighbour").alias(ITEM), F.col(ITEM).alias("neighbour"), "_both")
     )
     similarity = (
         together.join(counts, on=ITEM)

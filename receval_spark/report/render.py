@@ -18,6 +18,7 @@ from receval_spark.errors import InputError
 from receval_spark.report import plots
 
 HEADLINE = ("ndcg", "precision", "recall", "map", "mrr", "coverage", "novelty")
+RATING_HEADLINE = ("rmse", "mae", "mse")  # task rating_prediction: no cut-off
 SIGNIFICANCE = 0.05
 PERCENT_PROTOCOLS = ("session",)
 HISTORY_METRICS = ("ndcg", "recall")
@@ -178,22 +179,26 @@ def metric_table(data: ReportData) -> dict:
     return {"models": models, "rows": rows}
 
 
-def headline_k(data: ReportData) -> int:
-    """The cut-off the summary uses: 10 when evaluated, else the largest k."""
+def headline_k(data: ReportData) -> int | None:
+    """The cut-off the summary uses: 10 when evaluated, else the largest k; None when no metric
+    has a cut-off (task rating_prediction)."""
     ks = sorted(int(k) for k in data.metrics["k"].dropna().unique())
+    if not ks:
+        return None
     return 10 if 10 in ks else ks[-1]
 
 
 def summary_rows(data: ReportData, k: int) -> list[dict[str, Any]]:
     """Per model: the headline metrics at k on segment ``all`` as (value, interval, marker);
     marker ▲/▼ when the Holm-adjusted paired t-test against the baseline is < 0.05."""
-    metrics = data.metrics[(data.metrics["segment"] == "all") & (data.metrics["k"] == k)]
+    at_k = data.metrics["k"].isna() if k is None else data.metrics["k"] == k
+    metrics = data.metrics[(data.metrics["segment"] == "all") & at_k]
     comparisons = data.comparisons
     rows = []
     for model, group in metrics.groupby("model", sort=True):
         cells = {}
         for r in group.itertuples():
-            if r.metric not in HEADLINE:
+            if r.metric not in HEADLINE + RATING_HEADLINE:
                 continue
             marker = ""
             if not comparisons.empty:
@@ -311,7 +316,11 @@ def render(data: ReportData) -> tuple[str, str]:
         "parts": split_parts(data.run["split"]),
         "settings": split_settings(data.run["split"]),
         "summary": summary_rows(data, k),
-        "headline": [m for m in HEADLINE if m in set(data.metrics["metric"])],
+        "headline": [
+            m
+            for m in (HEADLINE if k is not None else RATING_HEADLINE)
+            if m in set(data.metrics["metric"])
+        ],
         "sentences": sentences(data, k),
         "all_metrics": metric_table(data),
         "sampled": sampled_tables(data),
@@ -320,7 +329,9 @@ def render(data: ReportData) -> tuple[str, str]:
         "history": history_rows(data, k),
         "off_policy": off_policy_rows(data),
         "off_policy_assumptions": OFF_POLICY_ASSUMPTIONS,
-        "figures": plots.figures(data.metrics, k=k, long_tail=data.long_tail, history=data.history),
+        "figures": []
+        if k is None
+        else plots.figures(data.metrics, k=k, long_tail=data.long_tail, history=data.history),
     }
     return (
         environment.get_template("report.html.j2").render(**context),

@@ -216,3 +216,40 @@ def test_off_policy_section_only_when_the_dataset_exists():
     assert 'id="off-policy"' in html and "common support" in html
     assert "## Off-policy estimates" in markdown
     assert "| knn | snips | 0.2000 | [0.1500, 0.2500] | 500 | 62.5 | 8 |" in markdown
+
+
+def test_sampled_rows_and_tuning_get_their_own_sections():
+    sampled = pd.DataFrame([{**metric("knn", "ndcg", 0.61), "protocol": "sampled_100"}]).drop(
+        columns="run_date"
+    )
+    run = {
+        **data().run,
+        "tuning": {
+            "knn": {
+                "metric": "ndcg@10",
+                "grid": [{"neighbours": 50, "validation_score": 0.1}],
+                "chosen": {"neighbours": 50},
+                "validation_score": 0.1,
+            }
+        },
+    }
+    page, markdown = render(dataclasses.replace(data(), sampled=sampled, run=run))
+    assert "## Protocol sampled_100 (all users)" in markdown and "not comparable" in markdown
+    summary = markdown[markdown.index("## Summary") : markdown.index("## Protocol")]
+    assert "0.6100" not in summary  # sampled numbers never in the full-catalogue tables
+    assert "| knn | neighbours = 50 | ndcg@10 0.1000 | 1 |" in markdown
+    assert 'id="sampled-sampled_100"' in page and 'id="tuning"' in page
+
+
+def test_a_rating_task_report_has_no_cut_off():
+    rows = [
+        metric(model, name, value, k=None)
+        for model, name, value in (("bias", "rmse", 0.98), ("bias", "mae", 0.78))
+    ]
+    frame = pd.DataFrame(rows).drop(columns="run_date")
+    rating = dataclasses.replace(
+        data(), metrics=frame, comparisons=pd.DataFrame(), history=pd.DataFrame(rows)
+    )
+    _, markdown = render(rating)
+    assert "## Summary\n\n| model | rmse | mae |" in markdown
+    assert "| bias | 0.9800  | 0.7800  |" in markdown  # no interval given

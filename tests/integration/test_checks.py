@@ -232,6 +232,7 @@ def test_peer_definitions_report_their_four_metrics_and_recommenders_drops_users
     ]
     counts = {}
     for definitions in ("spark_mllib", "recommenders"):
+        (tmp_path / definitions).mkdir()
         raw = job_config(tmp_path / definitions, crafted_log(reconsumed=False), models)
         raw["evaluation"] |= {"definitions": definitions, "metrics": ["ndcg", "map", "mrr"]}
         evaluation = evaluate(spark, validate_config(raw))

@@ -86,7 +86,8 @@ def fit_als(
     (user, item) (rows without a rating are left out). Fitting runs Spark jobs."""
     item_ids = _item_ids(history)
     user_ids = history.select(USER).distinct().withColumn("_user", _user_id(history))
-    rows = history.select(USER, ITEM, RATING).join(item_ids, on=ITEM).join(user_ids, on=USER)
+    columns = [USER, ITEM] if implicit else [USER, ITEM, RATING]  # implicit logs may lack ratings
+    rows = history.select(*columns).join(item_ids, on=ITEM).join(user_ids, on=USER)
     if implicit:
         training = rows.groupBy("_user", "_item").agg(F.count(F.lit(1)).cast("float").alias("_r"))
     else:

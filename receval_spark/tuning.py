@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from receval_spark.config import ModelConfig, TuningConfig, hyperparameter_grid, hyperparameters
 from receval_spark.metrics.accuracy import per_user_accuracy
+from receval_spark.metrics.aggregate import exact_mean
 from receval_spark.models import fit_model
 from receval_spark.schema import USER
 from receval_spark.topk import rank_candidates
@@ -34,7 +34,7 @@ def validation_score(
     users = truth.select(USER).distinct()
     ranked = rank_candidates(scorer.candidates(users), k=tuning.k, seen=seen)
     scores = per_user_accuracy(ranked, truth, ks=[tuning.k])
-    return float(scores.agg(F.avg(tuning.metric)).first()[0])
+    return float(scores.agg(exact_mean(tuning.metric)).first()[0])
 
 
 def tune(

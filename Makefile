@@ -12,6 +12,8 @@ $(BIN)/python:
 
 setup: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test]"
+	# the reference of the `recommenders` compatibility profile (its own pins are too old for us)
+	$(BIN)/python -m pip install --quiet --no-deps recommenders==1.2.1
 
 demo: setup
 	$(BIN)/receval evaluate --config conf/demo.yaml
@@ -25,5 +27,4 @@ test: setup
 
 # side by side with Spark ML, Microsoft Recommenders and a numpy floor (benchmarks/README.md)
 bench: setup
-	$(BIN)/python -m pip install --quiet --no-deps recommenders==1.2.1
 	PYSPARK_PYTHON=$(abspath $(BIN))/python $(BIN)/python benchmarks/side_by_side.py --scale $(SCALE)

@@ -64,23 +64,28 @@ def grade_of(
     threshold: float | None = None,
     grades: Mapping[float, float] | None = None,
 ) -> float:
-    """Grade of one test interaction.
+    """Grade of one test interaction (DESIGN §3); 0 = not relevant.
 
-    implicit: 1. threshold: 1 if rating >= threshold else 0. graded: the rating itself, or
-    ``grades[rating]`` when a mapping is given (ratings missing from the mapping get 0).
+    implicit: 1. threshold: 1 if rating >= threshold else 0. graded: relevant iff
+    rating >= threshold, with grade rating - threshold + 1 (4★ -> 1, 5★ -> 2 at threshold 4);
+    or, with a rating -> grade mapping, the mapped grade (a rating the mapping does not list,
+    or maps below 1, is not relevant).
     """
     if kind == "implicit":
         return 1.0
+    if rating is None:
+        return 0.0
     if kind == "threshold":
         if threshold is None:
             raise ValueError("threshold relevance needs a threshold")
-        return 1.0 if rating is not None and rating >= threshold else 0.0
+        return 1.0 if rating >= threshold else 0.0
     if kind == "graded":
-        if rating is None:
-            return 0.0
         if grades:
-            return float(grades.get(float(rating), 0.0))
-        return float(rating)
+            grade = float(grades.get(float(rating), 0.0))
+            return grade if grade >= 1 else 0.0
+        if threshold is None:
+            raise ValueError("graded relevance needs a threshold or a mapping")
+        return rating - threshold + 1.0 if rating >= threshold else 0.0
     raise ValueError(f"unknown relevance kind {kind!r}")
 
 

@@ -236,6 +236,7 @@ BeyondMetric = Literal[
     "personalization_jaccard",
     "ild_category",
     "ild_embedding",
+    "category_coverage",
     "serendipity",
 ]
 MetricName = AccuracyMetric | BeyondMetric

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import math
 import os
 import re
 from collections.abc import Sequence
@@ -176,19 +177,50 @@ SplitConfig = Annotated[
 
 
 class RelevanceConfig(_Strict):
+    """Which test interactions are relevant, with which grade (DESIGN §3).
+
+    ``implicit``: every one, grade 1. ``threshold``: rating >= threshold, grade 1. ``graded``:
+    relevant iff rating >= threshold (so every binary metric equals the threshold run's), NDCG
+    grade = rating - threshold + 1; or, instead of a threshold, ``grades``: rating -> grade,
+    looked up exactly (list half stars on a half-star scale), unlisted ratings not relevant.
+    """
+
     kind: Literal["implicit", "threshold", "graded"] = "implicit"
-    threshold: float | None = None
-    grades: dict[float, float] | None = None  # graded: rating -> grade; unmapped ratings get 0
+    threshold: float | None = Field(default=None, allow_inf_nan=False)
+    grades: dict[float, float] | None = None  # graded: rating -> grade (0, or >= 1: relevant)
 
     @model_validator(mode="after")
-    def _threshold_for_threshold(self) -> RelevanceConfig:
+    def _threshold_or_grades(self) -> RelevanceConfig:
         if self.kind == "threshold" and self.threshold is None:
             raise ValueError("relevance.kind=threshold needs relevance.threshold")
-        if self.kind != "threshold" and self.threshold is not None:
-            raise ValueError("relevance.threshold only applies to relevance.kind=threshold")
+        if self.kind == "implicit" and self.threshold is not None:
+            raise ValueError(
+                "relevance.threshold only applies to relevance.kind=threshold or graded"
+            )
         if self.kind != "graded" and self.grades is not None:
             raise ValueError("relevance.grades only applies to relevance.kind=graded")
+        if self.kind == "graded" and self.threshold is None and self.grades is None:
+            raise ValueError(
+                "relevance.kind=graded needs relevance.threshold (relevant iff rating >= "
+                "threshold, grade = rating - threshold + 1) or relevance.grades (rating -> grade)"
+            )
+        if self.threshold is not None and self.grades is not None:
+            raise ValueError("give relevance.threshold or relevance.grades, not both")
+        if self.grades is not None:
+            _check_grades(self.grades)
         return self
+
+
+def _check_grades(grades: dict[float, float]) -> None:
+    """Ratings and grades finite; every grade 0 (not relevant) or >= 1; at least one >= 1."""
+    for rating, grade in grades.items():
+        if not (math.isfinite(rating) and math.isfinite(grade)) or 0 < grade < 1 or grade < 0:
+            raise ValueError(
+                f"relevance.grades: {rating} -> {grade} is not allowed; map each rating to 0 "
+                "(not relevant) or a grade >= 1 (NDCG gain 2^grade - 1)"
+            )
+    if not any(grade >= 1 for grade in grades.values()):
+        raise ValueError("relevance.grades: map at least one rating to a grade >= 1")
 
 
 Segment = Literal["warm", "cold", "activity", "popularity"]
@@ -204,6 +236,7 @@ BeyondMetric = Literal[
     "personalization_jaccard",
     "ild_category",
     "ild_embedding",
+    "category_coverage",
     "serendipity",
 ]
 MetricName = AccuracyMetric | BeyondMetric

@@ -728,13 +728,17 @@ def _beyond_inputs(
         if missing and config.data.items.columns.category is not None:
             warnings.append(
                 f"{missing} of {summary['items']['catalogue_items']} catalogue items have no "
-                "categories; ild_category leaves them out"
+                "categories; ild_category and category_coverage leave them out"
             )
     categories = None
     if items is not None and config.data.items.columns.category is not None:
         categories = items.select(ITEM, "categories")
-    elif "ild_category" in wanted:
-        warnings.append("ild_category skipped: data.items with a category column is not configured")
+    else:
+        warnings += [
+            f"{name} skipped: data.items with a category column is not configured"
+            for name in ("ild_category", "category_coverage")
+            if name in wanted
+        ]
     units = None
     needs_vectors = "ild_embedding" in wanted or settings.serendipity.unexpected == "content"
     source = _embedding_source(config)

@@ -17,22 +17,25 @@ def relevance_grade(
     threshold: float | None = None,
     grades: Mapping[float, float] | None = None,
 ) -> Column:
-    """The grade of one test interaction.
+    """The grade of one test interaction (DESIGN §3); 0 means not relevant.
 
-    implicit: 1; threshold: 1 if rating >= threshold else 0; graded: the rating, or
-    ``grades[rating]`` when a mapping is given (unmapped ratings 0). Grades <= 0 are not relevant.
+    implicit: 1. threshold: 1 if rating >= threshold else 0. graded: rating - threshold + 1 if
+    rating >= threshold else 0 (1-5 stars at threshold 4: 4★ -> 1, 4.5★ -> 1.5, 5★ -> 2), or,
+    with a mapping, ``grades[rating]`` looked up exactly (a rating not listed gets 0; mapped
+    grades are 0 or >= 1, see ``RelevanceConfig``). A null rating is never relevant.
     """
     rating = F.col(RATING)
     if kind == "implicit":
         return F.lit(1.0)
     if kind == "threshold":
         return F.when(rating >= F.lit(threshold), 1.0).otherwise(0.0)
-    if not grades:
-        return rating
-    mapped = F.lit(0.0)
-    for value, grade in sorted(grades.items()):
-        mapped = F.when(rating == F.lit(float(value)), F.lit(float(grade))).otherwise(mapped)
-    return mapped
+    if grades:
+        mapped = F.lit(0.0)
+        for value, grade in sorted(grades.items()):
+            mapped = F.when(rating == F.lit(float(value)), F.lit(float(grade))).otherwise(mapped)
+        return mapped
+    cut = F.lit(float(threshold))
+    return F.when(rating >= cut, rating - cut + F.lit(1.0)).otherwise(F.lit(0.0))
 
 
 def relevant_items(test: DataFrame, config: RelevanceConfig) -> DataFrame:

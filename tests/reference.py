@@ -64,23 +64,28 @@ def grade_of(
     threshold: float | None = None,
     grades: Mapping[float, float] | None = None,
 ) -> float:
-    """Grade of one test interaction.
+    """Grade of one test interaction (DESIGN §3); 0 = not relevant.
 
-    implicit: 1. threshold: 1 if rating >= threshold else 0. graded: the rating itself, or
-    ``grades[rating]`` when a mapping is given (ratings missing from the mapping get 0).
+    implicit: 1. threshold: 1 if rating >= threshold else 0. graded: relevant iff
+    rating >= threshold, with grade rating - threshold + 1 (4★ -> 1, 5★ -> 2 at threshold 4);
+    or, with a rating -> grade mapping, the mapped grade (a rating the mapping does not list,
+    or maps below 1, is not relevant).
     """
     if kind == "implicit":
         return 1.0
+    if rating is None:
+        return 0.0
     if kind == "threshold":
         if threshold is None:
             raise ValueError("threshold relevance needs a threshold")
-        return 1.0 if rating is not None and rating >= threshold else 0.0
+        return 1.0 if rating >= threshold else 0.0
     if kind == "graded":
-        if rating is None:
-            return 0.0
         if grades:
-            return float(grades.get(float(rating), 0.0))
-        return float(rating)
+            grade = float(grades.get(float(rating), 0.0))
+            return grade if grade >= 1 else 0.0
+        if threshold is None:
+            raise ValueError("graded relevance needs a threshold or a mapping")
+        return rating - threshold + 1.0 if rating >= threshold else 0.0
     raise ValueError(f"unknown relevance kind {kind!r}")
 
 
@@ -466,16 +471,45 @@ def sampled_pairs(
     return [(ordered[j], ordered[j + 1]) for j in range(0, len(ordered) - 1, 2)]
 
 
-def ild_category_per_user(ranking: Lists, categories: Mapping[object, set]) -> dict[object, float]:
-    """user -> (distinct categories in the list) / (list items having categories).
+def category_cosine(a: set, b: set) -> float:
+    """Cosine of two multi-hot category vectors, each normalised to length 1:
+    |A ∩ B| / sqrt(|A| |B|)."""
+    return len(a & b) / math.sqrt(len(a) * len(b))
 
-    Items without categories are left out of both counts; lists with none get no value.
+
+def ild_category_per_user(ranking: Lists, categories: Mapping[object, set]) -> dict[object, float]:
+    """user -> 1 - mean cosine over the explicit pairs of list items with categories, each item
+    its unit-normalised multi-hot category vector (DESIGN §6).
+
+    Items without categories are left out; lists with < 2 such items get no value.
     """
     out = {}
     for user, items in ranking.items():
-        known = [categories[i] for i in items if categories.get(i)]
-        if known:
-            out[user] = len(set().union(*known)) / len(known)
+        known = [set(categories[i]) for i in items if categories.get(i)]
+        if len(known) < 2:
+            continue
+        cosines = [
+            category_cosine(known[a], known[b])
+            for a in range(len(known))
+            for b in range(a + 1, len(known))
+        ]
+        out[user] = 1.0 - sum(cosines) / len(cosines)
+    return out
+
+
+def category_coverage_per_user(
+    ranking: Lists, categories: Mapping[object, set], catalogue: Iterable[object]
+) -> dict[object, float]:
+    """user -> |distinct categories of R_k(u) that catalogue items have| / |categories of the
+    catalogue items| (DESIGN §6, catalogue I = items with a train interaction), for every user
+    with a list; empty when the catalogue has no category."""
+    known = set().union(*(categories.get(i, set()) for i in catalogue))
+    if not known:
+        return {}
+    out = {}
+    for user, items in ranking.items():
+        shown = set().union(*(categories.get(i, set()) for i in items))
+        out[user] = len(shown & known) / len(known)
     return out
 
 
@@ -530,8 +564,9 @@ def beyond_metrics(
     Returns (group table (k, metric, value, n_users, std), per-user long table
     (user_id, k, metric, value)). Group metrics: coverage, gini, entropy, popularity_bias,
     personalization (n_users = number of lists, std NaN). Per-user metrics (novelty, and
-    ild_category / ild_embedding / serendipity when their inputs are given) are macro
-    averaged by ``macro_average`` (n_users = users with a value, std with ddof=1).
+    ild_category, category_coverage / ild_embedding / serendipity when their inputs are
+    given) are macro averaged by ``macro_average`` (n_users = users with a value, std with
+    ddof=1).
     personalization_jaccard is sampled and left to ``jaccard_distances``.
     """
     users_of, interactions, n_train_users = train_statistics(train)
@@ -556,6 +591,9 @@ def beyond_metrics(
         per_user = {"novelty": novelty_per_user(ranking, users_of, n_train_users)}
         if categories is not None:
             per_user["ild_category"] = ild_category_per_user(ranking, categories)
+            per_user["category_coverage"] = category_coverage_per_user(
+                ranking, categories, catalogue
+            )
         if vectors is not None:
             per_user["ild_embedding"] = ild_embedding_per_user(ranking, vectors)
         if truth is not None and expected is not None:

@@ -19,7 +19,12 @@ p(i) = max(train users of i, 1) / train users.
     \sum_{u<v} \cos(u, v) = \sum_i \frac{s_i^2 - q_i}{2},\quad
     s_i = \sum_{u \ni i} |R_k(u)|^{-1/2},\ q_i = \sum_{u \ni i} |R_k(u)|^{-1}
 
-    ILD_{emb}(u) = 1 - \frac{\lVert \sum_{i} \hat v_i \rVert^2 - n}{n (n - 1)}
+    ILD(u) = 1 - \frac{\lVert \sum_{i} \hat v_i \rVert^2 - n}{n (n - 1)} \qquad
+    CategoryCoverage(u) = \frac{|\cup_{i \in R_k(u)} C_i \cap C_I|}{|C_I|}
+
+with \hat v_i the unit embedding (``ild_embedding``) or the unit multi-hot category vector
+(``ild_category``; \lVert \sum \hat v \rVert^2 = \sum_c s_c^2, s_c = \sum_{i \ni c}
+|C_i|^{-1/2}), and C_I the categories of the catalogue items.
 
 No user pairs, no per-list item pairs: every metric is a join on item or user and an
 aggregation. Group-level metrics come back as (*by, metric, value, n_users); per-user ones as
@@ -282,25 +287,6 @@ def novelty(
     )
 
 
-def category_diversity(lists: DataFrame, categories: DataFrame, *, by: Sequence[str]) -> DataFrame:
-    """(*by, user_id, value): distinct categories in the list / items of the list.
-
-    Only list items with known categories count (items without metadata are left out of both
-    numerator and denominator); lists with no such item get no value.
-    """
-    known = categories.filter(F.size("categories") > 0)
-    return (
-        lists.join(known, on=ITEM)
-        .groupBy(*by, USER)
-        .agg(
-            (
-                F.size(F.array_distinct(F.flatten(F.collect_list("categories"))))
-                / F.count(F.lit(1))
-            ).alias("value")
-        )
-    )
-
-
 def unit_vectors(embeddings: DataFrame) -> DataFrame:
     """(item_id, unit): embeddings scaled to length 1; zero or missing vectors are dropped."""
     norm = F.sqrt(F.aggregate("embedding", F.lit(0.0), lambda acc, x: acc + x * x))
@@ -320,6 +306,16 @@ def vector_sum(vectors: Column) -> Column:
     return F.aggregate(vectors, zero, lambda acc, v: F.zip_with(acc, v, lambda a, b: a + b))
 
 
+def list_diversity(summed: DataFrame, *, by: Sequence[str]) -> DataFrame:
+    """(*by, user_id, value) = 1 - mean pairwise cosine of a list's n unit vectors, from
+    ``_squared`` = ||sum of the unit vectors||^2 and ``_n`` = n per list:
+    1 - (||sum v||^2 - n) / (n (n - 1)), no pair loop. Lists with n < 2 get no value."""
+    n = F.col("_n").cast("double")
+    return summed.filter(F.col("_n") >= 2).select(
+        *by, USER, (1 - (F.col("_squared") - n) / (n * (n - 1))).alias("value")
+    )
+
+
 def embedding_diversity(lists: DataFrame, units: DataFrame, *, by: Sequence[str]) -> DataFrame:
     """(*by, user_id, value): 1 - mean pairwise cosine of the list's unit item vectors.
 
@@ -329,15 +325,87 @@ def embedding_diversity(lists: DataFrame, units: DataFrame, *, by: Sequence[str]
     summed = (
         lists.join(units, on=ITEM)
         .groupBy(*by, USER)
-        .agg(
-            vector_sum(F.collect_list("unit")).alias("_sum"),
-            F.count(F.lit(1)).alias("_n"),
+        .agg(vector_sum(F.collect_list("unit")).alias("_sum"), F.count(F.lit(1)).alias("_n"))
+        .select(
+            *by,
+            USER,
+            F.aggregate("_sum", F.lit(0.0), lambda acc, x: acc + x * x).alias("_squared"),
+            "_n",
         )
-        .filter(F.col("_n") >= 2)
     )
-    squared = F.aggregate("_sum", F.lit(0.0), lambda acc, x: acc + x * x)
-    n = F.col("_n").cast("double")
-    return summed.select(*by, USER, (1 - (squared - n) / (n * (n - 1))).alias("value"))
+    return list_diversity(summed, by=by)
+
+
+def category_entries(categories: DataFrame) -> DataFrame:
+    """(item_id, category, weight, lead): the non-zero entries of each item's unit-normalised
+    multi-hot category vector, weight = 1 / sqrt(number of its distinct categories), and
+    ``lead`` = 1 on exactly one entry per item (its smallest category), 0 on the others.
+    Items without categories have no entry."""
+    distinct = F.array_sort(
+        F.array_distinct(F.filter("categories", lambda c: c.isNotNull() & (c != "")))
+    )
+    described = categories.select(ITEM, distinct.alias("_c")).filter(F.size("_c") > 0)
+    return described.select(
+        ITEM,
+        F.posexplode("_c").alias("_pos", "category"),
+        (F.lit(1.0) / F.sqrt(F.size("_c").cast("double"))).alias("weight"),
+    ).select(ITEM, "category", "weight", (F.col("_pos") == 0).cast("int").alias("lead"))
+
+
+def category_diversity(lists: DataFrame, categories: DataFrame, *, by: Sequence[str]) -> DataFrame:
+    """(*by, user_id, value): ILD over categories, 1 - mean pairwise cosine of the list items'
+    unit-normalised multi-hot category vectors v_i (cos(i, j) = |C_i ∩ C_j| / sqrt(|C_i||C_j|)).
+
+    ||sum v||^2 = sum over categories c of s_c^2, s_c = sum of 1/sqrt(|C_i|) over the list
+    items holding c: O(k·c) per list, the identity of :func:`list_diversity`. In [0, 1]
+    (non-negative vectors; rounding is clipped). Only items with categories count; lists
+    with fewer than 2 such items get no value.
+    """
+    by = list(by)
+    per_category = (
+        lists.join(category_entries(categories), on=ITEM)
+        .groupBy(*by, USER, "category")
+        .agg(exact_sum("weight").alias("_s"), F.sum("lead").alias("_items"))
+    )
+    summed = per_category.groupBy(*by, USER).agg(
+        exact_sum(F.col("_s") * F.col("_s")).alias("_squared"), F.sum("_items").alias("_n")
+    )
+    diversity = list_diversity(summed, by=by)
+    return diversity.withColumn("value", F.least(F.greatest("value", F.lit(0.0)), F.lit(1.0)))
+
+
+def category_coverage(
+    lists: DataFrame, categories: DataFrame, catalogue: DataFrame, *, by: Sequence[str]
+) -> DataFrame:
+    """(*by, user_id, value): distinct categories in R_k(u) / categories of the catalogue.
+
+    The catalogue's categories are those of the catalogue items I (items with a train
+    interaction); list categories outside them are not counted, so the value is in [0, 1].
+    Every list gets a value (0 when none of its items has a catalogue category); no value at
+    all when the catalogue has no category.
+    """
+    by = list(by)
+    entries = category_entries(categories).select(ITEM, "category")
+    known = entries.join(catalogue.select(ITEM), on=ITEM, how="left_semi").select("category")
+    known = known.distinct()
+    total = known.agg(F.count(F.lit(1)).alias("_total")).filter(F.col("_total") > 0)
+    shown = (
+        lists.join(entries, on=ITEM)
+        .join(known, on="category", how="left_semi")
+        .groupBy(*by, USER)
+        .agg(F.countDistinct("category").alias("_shown"))
+    )
+    return (
+        lists.select(*by, USER)
+        .distinct()
+        .join(shown, on=[*by, USER], how="left")
+        .crossJoin(F.broadcast(total))
+        .select(
+            *by,
+            USER,
+            (F.coalesce(F.col("_shown"), F.lit(0)) / F.col("_total")).cast("double").alias("value"),
+        )
+    )
 
 
 def serendipity(
@@ -424,13 +492,20 @@ def per_user_beyond(
 ) -> DataFrame | None:
     """(*by, user_id, metric, value) for the per-user metrics among ``metrics``.
 
-    ild_category / ild_embedding are left out when their metadata is None.
+    ild_category, category_coverage / ild_embedding are left out when their metadata is None.
     """
     frames = []
     if "novelty" in metrics:
         frames.append(("novelty", novelty(lists, inputs.catalogue, inputs.totals, by=by)))
     if "ild_category" in metrics and inputs.categories is not None:
         frames.append(("ild_category", category_diversity(lists, inputs.categories, by=by)))
+    if "category_coverage" in metrics and inputs.categories is not None:
+        frames.append(
+            (
+                "category_coverage",
+                category_coverage(lists, inputs.categories, inputs.catalogue, by=by),
+            )
+        )
     if "ild_embedding" in metrics and inputs.units is not None:
         frames.append(("ild_embedding", embedding_diversity(lists, inputs.units, by=by)))
     if "serendipity" in metrics:

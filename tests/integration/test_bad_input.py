@@ -490,6 +490,12 @@ CASES = [
         spark=False,
     ),
     Bad(
+        "graded_without_threshold_or_grades",
+        sets("relevance.kind=graded", "relevance.threshold=null"),
+        ("relevance", "relevance.kind=graded needs relevance.threshold", "relevance.grades"),
+        spark=False,
+    ),
+    Bad(
         "remote_not_a_connect_url",
         sets("spark.remote=http://127.0.0.1:15002"),
         ("spark.remote", "is not a Spark Connect URL", "sc://HOST:PORT"),

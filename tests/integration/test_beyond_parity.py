@@ -46,6 +46,7 @@ BEYOND = [
     "personalization",
     "personalization_jaccard",
     "ild_category",
+    "category_coverage",
     "serendipity",
 ]
 GROUP = {"coverage", "gini", "entropy", "popularity_bias", "personalization"}
@@ -179,7 +180,7 @@ def assert_parity(spark_metrics: pd.DataFrame, reference: pd.DataFrame, model: s
 
 
 def k10_summary(spark_metrics: pd.DataFrame, models) -> str:
-    wanted = ["coverage", "gini", "novelty", "personalization"]
+    wanted = ["coverage", "gini", "novelty", "personalization", "ild_category", "category_coverage"]
     table = spark_metrics[(spark_metrics["k"] == 10) & spark_metrics["metric"].isin(wanted)]
     pivot = table.pivot(index="model", columns="metric", values="value").loc[list(models), wanted]
     return pivot.to_string(float_format=lambda v: f"{v:.6f}")

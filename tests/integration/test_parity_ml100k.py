@@ -5,6 +5,10 @@ filter_seen on. Models: popularity, oracle, and an "external" model with a deter
 tie-rich score read from Parquet. The Spark side runs once per module through the public job
 API (``validate_config`` + ``pipeline.evaluate``); every macro average, its n_users and
 sample std, and every per-user value must match the reference to 1e-9.
+
+A second, lighter run (popularity and oracle) uses graded relevance at the same threshold
+(grade = rating - 4 + 1: 4 stars -> 1, 5 stars -> 2): its NDCG must match the reference's graded
+NDCG, and every binary metric must equal the threshold run's exactly.
 """
 
 from __future__ import annotations
@@ -99,14 +103,11 @@ def reference_results(split, truth, external_recs) -> dict[str, tuple[pd.DataFra
     }
 
 
-@pytest.fixture(scope="module")
-def evaluation(u_data: Path, external_path: Path, tmp_path_factory, spark):
-    from receval_spark.config import validate_config
-    from receval_spark.pipeline import evaluate
-
-    raw = {
+def job_config(u_data: Path, output: Path, *, relevance: dict, models: list[dict]) -> dict:
+    """The parity job on u.data: accuracy metrics only, segment 'all', per-user rows kept."""
+    return {
         "run": {"name": "parity-ml100k"},
-        "output": {"path": str(tmp_path_factory.mktemp("reports")), "per_user": True},
+        "output": {"path": str(output), "per_user": True},
         "data": {
             "interactions": {
                 "path": str(u_data),
@@ -123,7 +124,7 @@ def evaluation(u_data: Path, external_path: Path, tmp_path_factory, spark):
             }
         },
         "split": {"method": "global_temporal", "cutoff": "1998-03-01T00:00:00Z"},
-        "relevance": {"kind": "threshold", "threshold": THRESHOLD},
+        "relevance": relevance,
         "evaluation": {
             "k": list(KS),
             "filter_seen": True,
@@ -132,12 +133,25 @@ def evaluation(u_data: Path, external_path: Path, tmp_path_factory, spark):
             "metrics": ["precision", "recall", "hit_rate", "mrr", "map", "ndcg", "arhr", "f1"],
             "embeddings": {"source": "none"},
         },
-        "models": [
+        "models": models,
+    }
+
+
+@pytest.fixture(scope="module")
+def evaluation(u_data: Path, external_path: Path, tmp_path_factory, spark):
+    from receval_spark.config import validate_config
+    from receval_spark.pipeline import evaluate
+
+    raw = job_config(
+        u_data,
+        tmp_path_factory.mktemp("reports"),
+        relevance={"kind": "threshold", "threshold": THRESHOLD},
+        models=[
             {"name": "popularity", "kind": "popularity"},
             {"name": "oracle", "kind": "oracle"},
             {"name": "external", "kind": "external", "path": str(external_path)},
         ],
-    }
+    )
     return evaluate(spark, validate_config(raw))
 
 
@@ -322,3 +336,114 @@ def test_every_stage_of_the_job_is_timed(evaluation) -> None:
     assert list(evaluation.stage_seconds) == list(JOB_STAGES)
     assert all(seconds >= 0 for seconds in evaluation.stage_seconds.values())
     assert evaluation.stage_seconds["top_k"] > 0 and evaluation.stage_seconds["accuracy"] > 0
+
+
+# --- graded relevance (DESIGN §3): a second run, popularity and oracle ---------------------
+
+GRADED_MODELS = ("popularity", "oracle")
+BINARY = tuple(m for m in ref.METRICS if m != "ndcg")
+
+
+@pytest.fixture(scope="module")
+def graded_truth(split) -> pd.DataFrame:
+    return ref.relevant_items(split[1], kind="graded", threshold=THRESHOLD)
+
+
+@pytest.fixture(scope="module")
+def graded_reference(split, graded_truth) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
+    train, _ = split
+    seen = ref.seen_items(train)
+    users = graded_truth["user_id"].unique()
+    candidates = {
+        "popularity": ref.popularity_candidates(train, users),
+        "oracle": ref.oracle_candidates(graded_truth),
+    }
+    return {
+        name: ref.evaluate_model(c, truth=graded_truth, ks=KS, seen=seen)
+        for name, c in candidates.items()
+    }
+
+
+@pytest.fixture(scope="module")
+def graded_evaluation(u_data: Path, tmp_path_factory, spark):
+    from receval_spark.config import validate_config
+    from receval_spark.pipeline import evaluate
+
+    raw = job_config(
+        u_data,
+        tmp_path_factory.mktemp("reports-graded"),
+        relevance={"kind": "graded", "threshold": THRESHOLD},
+        models=[{"name": name, "kind": name} for name in GRADED_MODELS],
+    )
+    return evaluate(spark, validate_config(raw))
+
+
+@pytest.fixture(scope="module")
+def graded_metrics(graded_evaluation) -> pd.DataFrame:
+    rows = [
+        (r.model, r.metric, r.k, r.value, r.n_users, r.std)
+        for r in graded_evaluation.metrics
+        if r.segment == "all"
+    ]
+    table = pd.DataFrame(rows, columns=["model", "metric", "k", "value", "n_users", "std"])
+    return table.astype({"k": "int64", "n_users": "int64"})
+
+
+def test_graded_truth_has_grades_1_and_2_on_the_threshold_items(graded_truth, truth) -> None:
+    assert set(graded_truth["grade"]) == {1.0, 2.0}
+    key = ["user_id", "item_id"]
+    pd.testing.assert_frame_equal(graded_truth[key], truth[key])
+
+
+@pytest.mark.parametrize("model", GRADED_MODELS)
+def test_graded_ndcg_matches_reference(model, graded_metrics, graded_evaluation, graded_reference):
+    from pyspark.sql import functions as F
+
+    ref_per_user, ref_macro = graded_reference[model]
+    spark_side = graded_metrics[
+        (graded_metrics["model"] == model) & (graded_metrics["metric"] == "ndcg")
+    ].drop(columns="model")
+    merged = _merge(spark_side, ref_macro[ref_macro["metric"] == "ndcg"], ["metric", "k"])
+    assert sorted(merged["k"]) == list(KS)
+    assert (merged["n_users_spark"] == merged["n_users_ref"]).all(), merged
+    _assert_close(merged, "value", f"{model} graded ndcg")
+    _assert_close(merged, "std", f"{model} graded ndcg std")
+    per_user = graded_evaluation.per_user.filter(
+        (F.col("segment") == "all") & (F.col("model") == model) & (F.col("metric") == "ndcg")
+    ).toPandas()
+    merged = _merge(
+        _normalise_per_user(per_user),
+        _normalise_per_user(ref_per_user[ref_per_user["metric"] == "ndcg"]),
+        ["user_id", "k", "metric"],
+    )
+    _assert_close(merged, "value", f"{model} graded per-user ndcg")
+    if model == "oracle":  # best grade first: still perfect
+        np.testing.assert_allclose(merged["value_spark"], 1.0, rtol=0.0, atol=TOL)
+
+
+def test_graded_ndcg_differs_from_binary(graded_metrics, spark_metrics) -> None:
+    """The grades do reach the gains: popularity's graded NDCG is not its binary NDCG."""
+    at = {
+        name: table[(table["model"] == "popularity") & (table["metric"] == "ndcg")]
+        .set_index("k")["value"]
+        .astype("float64")
+        for name, table in (("graded", graded_metrics), ("binary", spark_metrics))
+    }
+    print(f"\nml-100k popularity ndcg binary {dict(at['binary'])} graded {dict(at['graded'])}")
+    assert (abs(at["graded"] - at["binary"]) > 1e-4).all()
+
+
+@pytest.mark.parametrize("model", GRADED_MODELS)
+def test_graded_binary_metrics_equal_the_threshold_run(model, graded_metrics, spark_metrics):
+    """DESIGN §3: graded relevance uses the threshold rule for relevance, so precision, recall,
+    hit rate, MRR, MAP, ARHR and F1 are the threshold run's, exactly (same users, same sums)."""
+
+    def binary(table: pd.DataFrame) -> pd.DataFrame:
+        rows = table[(table["model"] == model) & table["metric"].isin(BINARY)]
+        return rows.astype({"k": "int64", "n_users": "int64"}).sort_values(
+            ["metric", "k"], ignore_index=True
+        )
+
+    graded, threshold = binary(graded_metrics), binary(spark_metrics)
+    assert len(graded) == len(BINARY) * len(KS)
+    pd.testing.assert_frame_equal(graded, threshold, check_exact=True)

@@ -19,6 +19,7 @@ from receval_spark.metrics.beyond import (
     BeyondInputs,
     bootstrap_std,
     catalogue_totals,
+    category_coverage,
     category_diversity,
     embedding_diversity,
     exposure_blocks,
@@ -383,32 +384,104 @@ def test_jaccard_mean_is_0_for_identical_and_1_for_disjoint_lists(spark):
 # --- intra-list diversity -----------------------------------------------------------------
 
 
-def test_category_diversity_leaves_items_without_categories_out(spark):
-    # 1 -> {a, b}, 2 -> {b}, 3 -> {c}, 7 -> {b}; 4 -> null, 5 -> empty, 6 -> no row
-    categories = frame(
-        spark,
-        [(1, ["a", "b"]), (2, ["b"]), (3, ["c"]), (7, ["b"]), (4, None), (5, [])],
-        CATEGORIES,
-    )
-    lists = frame(
-        spark,
-        [
-            *[(1, 3, 1), (1, 3, 2), (1, 3, 4)],  # known 1, 2: {a, b} / 2 = 1
-            *[(2, 3, 1), (2, 3, 3), (2, 3, 5), (2, 3, 6)],  # known 1, 3: {a, b, c} / 2 = 3/2
-            *[(3, 3, 2), (3, 3, 7)],  # {b} / 2 = 1/2
-            *[(4, 3, 4), (4, 3, 5), (4, 3, 6)],  # nothing known: no value
-        ],
-        LISTS,
-    )
+# 1 -> {a, b}, 2 -> {b}, 3 -> {c}, 7 -> {b}, 8 -> {a, b, c, d}, 9 -> {c, d} (given twice);
+# 4 -> null, 5 -> empty, 6 -> no row
+CATEGORY_ROWS = [
+    (1, ["a", "b"]),
+    (2, ["b"]),
+    (3, ["c"]),
+    (7, ["b"]),
+    (8, ["a", "b", "c", "d"]),
+    (9, ["c", "c", "d"]),
+    (4, None),
+    (5, []),
+]
+CATEGORY_SETS = {1: {"a", "b"}, 2: {"b"}, 3: {"c"}, 7: {"b"}, 8: {"a", "b", "c", "d"}}
+CATEGORY_SETS |= {9: {"c", "d"}, 5: set()}
+CATEGORY_LISTS = {
+    1: [1, 2, 4],
+    2: [1, 3, 5, 6],
+    3: [2, 7],
+    4: [4, 5, 6],
+    5: [1, 2, 8],
+    6: [3, 4],
+    7: [3, 9],
+}
+
+
+def category_lists(spark):
+    rows = [(u, 4, i) for u, items in CATEGORY_LISTS.items() for i in items]
+    return frame(spark, rows, LISTS)
+
+
+def test_category_diversity_of_multi_category_items_by_hand(spark):
+    """Each item is its unit multi-hot vector, cos(i, j) = |C_i ∩ C_j| / sqrt(|C_i| |C_j|);
+    ILD = 1 - mean cosine over the pairs of items with categories."""
+    categories = frame(spark, CATEGORY_ROWS, CATEGORIES)
+
+    values = by_key(category_diversity(category_lists(spark), categories, by=["k"]), "user_id")
+
+    root2 = math.sqrt(2)
+    want = {
+        1: 1 - 1 / root2,  # items 1, 2 ({a, b}, {b}); 4 has no categories
+        2: 1.0,  # items 1, 3 share nothing; 5 (empty) and 6 (no row) are left out
+        3: 0.0,  # {b}, {b}: identical
+        # 5: cos(1, 2) = 1/sqrt(2), cos(1, 8) = 2/sqrt(8), cos(2, 8) = 1/sqrt(4)
+        5: 1 - (2 / root2 + 0.5) / 3,
+        7: 1 - 1 / root2,  # {c} and {c, d}: the repeated c counts once
+        # 4: no item with categories, 6: one item: no value
+    }
+    assert values == pytest.approx(want, abs=TOL)
+    assert want[5] == pytest.approx(0.3619288125423016, abs=TOL)
+    reference = ref.ild_category_per_user(CATEGORY_LISTS, CATEGORY_SETS)
+    assert reference == pytest.approx(want, abs=TOL)
+
+
+def test_category_diversity_stays_in_0_1_where_the_old_ratio_exceeded_1(spark):
+    """Two items with two categories each, disjoint: the old distinct-categories / items
+    ratio was 4/2 = 2; ILD is 1 (orthogonal vectors). Equal lists give exactly 0."""
+    categories = frame(spark, [(1, ["a", "b"]), (2, ["c", "d"]), (3, ["a", "b", "c"])], CATEGORIES)
+    lists = frame(spark, [(1, 2, 1), (1, 2, 2), (2, 2, 3)], LISTS)
+    same = frame(spark, [(4, ["x", "y", "z"]), (5, ["z", "y", "x"])], CATEGORIES)
+    equal = frame(spark, [(9, 2, 4), (9, 2, 5)], LISTS)
 
     values = by_key(category_diversity(lists, categories, by=["k"]), "user_id")
+    identical = by_key(category_diversity(equal, same, by=["k"]), "user_id")
 
-    assert values == pytest.approx({1: 1.0, 2: 1.5, 3: 0.5}, abs=TOL)
-    known = {1: {"a", "b"}, 2: {"b"}, 3: {"c"}, 7: {"b"}, 5: set()}
-    want = ref.ild_category_per_user(
-        {1: [1, 2, 4], 2: [1, 3, 5, 6], 3: [2, 7], 4: [4, 5, 6]}, known
+    assert values == pytest.approx({1: 1.0}, abs=TOL)  # user 2 has one item: no value
+    assert identical == {9: 0.0}
+
+
+def test_category_coverage_by_hand(spark):
+    """Catalogue = train items 1, 2, 3, 4: categories {a, b, c} (4 has none); item 8's d is
+    outside the catalogue's categories and does not count."""
+    categories = frame(spark, CATEGORY_ROWS, CATEGORIES)
+    catalogue = item_statistics(frame(spark, [(10, 1), (10, 2), (11, 3), (11, 4)], HISTORY))
+
+    got = by_key(
+        category_coverage(category_lists(spark), categories, catalogue, by=["k"]), "user_id"
     )
-    assert want == pytest.approx(values, abs=TOL)
+
+    want = {
+        1: 2 / 3,  # {a, b}
+        2: 1.0,  # {a, b, c}
+        3: 1 / 3,  # {b}
+        4: 0.0,  # a list without categories still counts, with 0
+        5: 1.0,  # {a, b, c, d}: d is not a catalogue category
+        6: 1 / 3,  # {c}
+        7: 1 / 3,  # {c, d}: only c
+    }
+    assert got == pytest.approx(want, abs=TOL)
+    reference = ref.category_coverage_per_user(CATEGORY_LISTS, CATEGORY_SETS, [1, 2, 3, 4])
+    assert reference == pytest.approx(want, abs=TOL)
+
+
+def test_category_coverage_without_catalogue_categories_has_no_value(spark):
+    categories = frame(spark, [(1, None), (2, []), (8, ["a"])], CATEGORIES)
+    catalogue = item_statistics(frame(spark, [(10, 1), (10, 2)], HISTORY))
+    lists = frame(spark, [(1, 2, 1), (1, 2, 8)], LISTS)
+
+    assert category_coverage(lists, categories, catalogue, by=["k"]).count() == 0
 
 
 def test_embedding_diversity_worked_example(spark):
@@ -535,7 +608,10 @@ def test_group_and_per_user_tables_carry_every_requested_metric(spark):
         seed=1,
     )
     per_user = per_user_beyond(
-        lists, inputs, by=["k"], metrics=["novelty", "ild_category", "ild_embedding", "serendipity"]
+        lists,
+        inputs,
+        by=["k"],
+        metrics=["novelty", "ild_category", "category_coverage", "ild_embedding", "serendipity"],
     )
 
     rows = {r.metric: r for r in groups.collect()}
@@ -556,9 +632,13 @@ def test_group_and_per_user_tables_carry_every_requested_metric(spark):
             ("novelty", 1): LOG2_3 / 2,
             ("novelty", 2): LOG2_3 / 2,
             ("novelty", 3): LOG2_3,
-            # user 1: [1, 2] -> {a, b} / 2; user 2: [1, 3] -> {a} / 2; user 3: [9, 4] none
+            # user 1: [1, 2] -> a, b orthogonal; user 2: [1, 3] -> a, a; user 3: [9, 4] none
             ("ild_category", 1): 1.0,
-            ("ild_category", 2): 0.5,
+            ("ild_category", 2): 0.0,
+            # catalogue categories {a, b}: user 1 shows both, user 2 a, user 3 none
+            ("category_coverage", 1): 1.0,
+            ("category_coverage", 2): 0.5,
+            ("category_coverage", 3): 0.0,
             # no units configured: ild_embedding is left out
             # user 1: item 2 relevant, not expected -> 1/2; others 0
             ("serendipity", 1): 0.5,

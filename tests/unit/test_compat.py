@@ -132,13 +132,14 @@ def ml100k(shared_data: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 @pytest.fixture(scope="module")
 def truth_rows(ml100k) -> pd.DataFrame:
-    """Rel(u): test (user, item) with rating >= 4, grade 1, and the rating as a graded grade."""
+    """Rel(u): test (user, item) with rating >= 4, grade 1, and ``graded_grade`` = the graded
+    relevance grade at threshold 4 (DESIGN §3: rating - 4 + 1, 4 stars -> 1, 5 stars -> 2)."""
     test = ml100k[1]
     relevant = test[test["rating"] >= 4].groupby(["user_id", "item_id"], as_index=False)["rating"]
-    relevant = relevant.max().rename(columns={"rating": "rating_grade"})
+    relevant = relevant.max()
     relevant["grade"] = 1.0
-    relevant["rating_grade"] = relevant["rating_grade"].astype("float64")
-    return relevant
+    relevant["graded_grade"] = relevant["rating"].astype("float64") - 4.0 + 1.0
+    return relevant.drop(columns="rating")
 
 
 @pytest.fixture(scope="module")
@@ -254,3 +255,23 @@ def test_ml100k_spark_mllib_per_user_equals_ours_at_binary_grades(spark, inputs)
     ours = per_user_accuracy(ranked, truth, ks=KS).select("user_id", "k", *COMPAT_METRICS)
 
     assert_approx_df_equality(compat, ours, TOL, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_ml100k_graded_relevance_changes_only_ndcg_against_spark_mllib(spark, truth_rows, inputs):
+    """Graded relevance (threshold 4, grades 1-2) keeps Rel(u), so precision, recall and MAP
+    stay MLlib's; only NDCG differs (graded gains vs MLlib's binary ones)."""
+    ranked, _ = inputs
+    graded = spark.createDataFrame(
+        truth_rows[["user_id", "item_id", "graded_grade"]].rename(columns={"graded_grade": "grade"})
+    )
+    assert set(truth_rows["graded_grade"]) == {1.0, 2.0}
+    mllib = macro(compatible_per_user(ranked, graded, ks=[10], definitions="spark_mllib"))
+    ours = macro(per_user_accuracy(ranked, graded, ks=[10]))
+
+    print(
+        f"\nml-100k popularity@10 ndcg: spark_mllib {mllib[(10, 'ndcg')]:.4f}, graded "
+        f"{ours[(10, 'ndcg')]:.4f}"
+    )
+    for metric in ("precision", "recall", "map"):
+        assert ours[(10, metric)] == pytest.approx(mllib[(10, metric)], abs=TOL)
+    assert abs(ours[(10, "ndcg")] - mllib[(10, "ndcg")]) > 1e-3

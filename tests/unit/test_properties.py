@@ -34,7 +34,8 @@ def spark_settings(examples: int) -> settings:
     )
 
 
-# (user, item, rating): ratings 0..3 are grades, 0 is not relevant; duplicates are legal
+# (user, item, rating): at graded threshold 1, ratings 1..3 are their own grades (rating - 1 + 1)
+# and 0 is not relevant; duplicates are legal
 truth_rows = st.lists(
     st.tuples(st.integers(0, 3), st.integers(0, 7), st.integers(0, 3)), min_size=1, max_size=20
 )
@@ -54,7 +55,7 @@ log_rows = st.lists(
 
 def _truth(spark, rows):
     test = spark.createDataFrame([(u, i, EPOCH, float(r)) for u, i, r in rows], INTERACTIONS)
-    return relevant_items(test.coalesce(1), RelevanceConfig(kind="graded"))
+    return relevant_items(test.coalesce(1), RelevanceConfig(kind="graded", threshold=1.0))
 
 
 def _candidates(spark, rows):
@@ -139,7 +140,7 @@ def _evaluate(spark, log, candidates, *, partitions: int, repartition: int | Non
         recs = recs.repartition(repartition, "item_id")
     with shuffle_partitions(spark, partitions):
         split = leave_last_n_split(interactions, n=2)
-        truth = relevant_items(split.test, RelevanceConfig(kind="graded"))
+        truth = relevant_items(split.test, RelevanceConfig(kind="graded", threshold=1.0))
         ranked = rank_candidates(recs, k=max(KS), seen=split.train)
         rows = per_user_accuracy(ranked, truth, ks=KS).collect()
     return sorted(tuple(r) for r in rows)

@@ -117,7 +117,8 @@ def wilson_interval(
     z2 = z * z
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return clip_interval(centre - half, centre + half, UNIT)
+    # the interval holds p (exactly at p = 0 or 1, where rounding could leave it 1e-16 short)
+    return min(max(centre - half, 0.0), p), max(min(centre + half, 1.0), p)
 
 
 def mean_interval(

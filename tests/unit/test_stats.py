@@ -149,6 +149,8 @@ def test_wilson_interval_equals_statsmodels(successes, n):
     want = proportion_confint(successes, n, alpha=0.05, method="wilson")
     assert (low, high) == pytest.approx(want, abs=1e-12)
     assert 0.0 <= low <= successes / n <= high <= 1.0
+    if successes in (0, n):
+        assert (low, high)[successes // n] == successes / n  # an end exactly at 0 or 1
 
 
 def test_wilson_worked_example():

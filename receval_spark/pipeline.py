@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import math
 import platform
 import time
 from collections.abc import Callable
@@ -61,6 +60,7 @@ from receval_spark.metrics.compare import (
 )
 from receval_spark.metrics.compat import compatible_per_user
 from receval_spark.metrics.offpolicy import (
+    CLUSTER,
     ESTIMATORS,
     PROBABILITY,
     estimates,
@@ -117,7 +117,10 @@ from receval_spark.split import (
 )
 from receval_spark.stats import (
     SignedRanks,
+    difference_bounds,
     holm,
+    mean_interval,
+    metric_bounds,
     normal_interval,
     paired_t_pvalue,
     t_interval,
@@ -128,8 +131,6 @@ from receval_spark.tuning import tune
 
 JOB_STAGES = ("read", "split", "tune", "top_k", "accuracy", "beyond", "statistics", "checks")
 COMPATIBLE_METRICS = ("precision", "recall", "ndcg", "map")
-PROPORTIONS = ("coverage", "gini", "personalization")  # bootstrapped statistics in [0, 1]
-UNIT_INTERVAL = (0.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -420,12 +421,11 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
         rows += [_metric_row(r) for r in groups.collect()]
     clock.lap("beyond")
     per_user_by_protocol = {"full": per_user_long, **per_user_by_protocol}
-    comparisons = [
-        dataclasses.replace(c, protocol=protocol)
-        for protocol, per_user in per_user_by_protocol.items()
-        if settings.baseline is not None and per_user is not None
-        for c in compare_models(per_user, baseline=settings.baseline)
-    ]
+    comparisons = (
+        compare_run(per_user_by_protocol, baseline=settings.baseline)
+        if settings.baseline is not None
+        else []
+    )
     clock.lap("statistics")
     off_policy = []
     if impressions is not None:
@@ -618,7 +618,7 @@ def off_policy_estimates(
 ) -> list[OffPolicyRow]:
     """IPS, clipped IPS and SNIPS (metrics/offpolicy.py) of every model's ranking on the logged
     impressions, and the logging policy's own mean reward (model ``logging``, estimator
-    ``logged_mean``: the mean of w = 1, with its t-interval).
+    ``logged_mean``: the mean of w = 1), with cluster-robust intervals over users.
 
     Item-position model of a deterministic ranking: pi(item at position | user) = 1 where the
     model's top-max(k) list for the user (``ranked``: model, user_id, item_id, rank) has the
@@ -630,7 +630,12 @@ def off_policy_estimates(
         "model", USER, ITEM, F.col(RANK).alias(POSITION), F.lit(1.0).alias(PROBABILITY)
     )
     weighted = importance_weights(impressions, target, by=["model"], policies=models)
-    logged = impressions.select(F.lit(LOGGING_POLICY).alias("model"), REWARD, F.lit(1.0).alias("w"))
+    logged = impressions.select(
+        F.lit(LOGGING_POLICY).alias("model"),
+        F.col(USER).alias(CLUSTER),
+        REWARD,
+        F.lit(1.0).alias("w"),
+    )
     rows = []
     for sums in off_policy_sums(weighted.unionByName(logged), by=["model"], clip=clip).collect():
         for e in estimates(sums, by=["model"]):
@@ -899,15 +904,43 @@ def versions(spark: SparkSession) -> dict[str, str]:
     }
 
 
+def compare_run(
+    per_user_by_protocol: dict[str, DataFrame | None], *, baseline: str
+) -> list[ComparisonRow]:
+    """Every comparison of the run (:func:`compare_models` under each protocol), Holm-adjusted
+    as one family per test over all of them: every protocol, segment, metric and k together
+    (DESIGN §7), ``holm_family_size`` = the number of comparisons."""
+    rows = [
+        dataclasses.replace(c, protocol=protocol)
+        for protocol, per_user in per_user_by_protocol.items()
+        if per_user is not None
+        for c in compare_models(per_user, baseline=baseline)
+    ]
+    return holm_adjusted(rows)
+
+
+def holm_adjusted(rows: list[ComparisonRow]) -> list[ComparisonRow]:
+    """``rows`` with p_holm / p_wilcoxon_holm: the t-test / Wilcoxon p-values Holm-adjusted,
+    each test its own family of all ``rows`` (no comparison left out), and the family size."""
+    p_holm = holm([r.p_ttest for r in rows])
+    p_wilcoxon_holm = holm([r.p_wilcoxon for r in rows])
+    return [
+        dataclasses.replace(r, p_holm=a, p_wilcoxon_holm=b, holm_family_size=len(rows))
+        for r, a, b in zip(rows, p_holm, p_wilcoxon_holm, strict=True)
+    ]
+
+
 def compare_models(per_user: DataFrame, *, baseline: str) -> list[ComparisonRow]:
     """Every model against ``baseline`` per (segment, metric, k) on their common users: mean
-    difference with its t-interval, paired t-test and Wilcoxon p-values, both Holm-adjusted
-    over all comparisons of the run."""
+    difference with its t-interval (clipped to the range of a difference of the metric),
+    paired t-test and Wilcoxon p-values; not yet Holm-adjusted (:func:`compare_run`)."""
     keys = ["model", "baseline", *COMPARISON_KEYS]
     statistics = paired_statistics(paired_differences(per_user, baseline=baseline), by=keys)
     rows = []
     for r in statistics.collect():
-        low, high = t_interval(r["mean_diff"], r["std_diff"], r["n_users"])
+        low, high = t_interval(
+            r["mean_diff"], r["std_diff"], r["n_users"], bounds=difference_bounds(r["metric"])
+        )
         ranks = SignedRanks(r["n_users"], r["n_nonzero"], r["rank_plus"], r["tie_term"])
         rows.append(
             ComparisonRow(
@@ -925,24 +958,21 @@ def compare_models(per_user: DataFrame, *, baseline: str) -> list[ComparisonRow]
                 p_wilcoxon=wilcoxon_pvalue(ranks),
             )
         )
-    p_holm = holm([r.p_ttest for r in rows])
-    p_wilcoxon_holm = holm([r.p_wilcoxon for r in rows])
-    return [
-        dataclasses.replace(r, p_holm=a, p_wilcoxon_holm=b)
-        for r, a, b in zip(rows, p_holm, p_wilcoxon_holm, strict=True)
-    ]
+    return rows
 
 
 def _metric_row(row: Any) -> MetricRow:
-    """A MetricRow with a 95% interval: value ± z·std for bootstrapped group statistics, else
-    a t-interval over n_samples (sampled statistics) or n_users (macro averages)."""
+    """A MetricRow with a 95% interval inside the metric's bounds (stats.METRIC_BOUNDS):
+    value ± z·std clipped for bootstrapped group statistics, else the interval of a mean over
+    n_samples (sampled statistics) or n_users (macro averages): Wilson for 0/1 metrics, the
+    clipped t-interval otherwise (stats.mean_interval)."""
     fields = row.asDict()
     if fields.get("interval") == "bootstrap":
-        bounds = UNIT_INTERVAL if row["metric"] in PROPORTIONS else (0.0, math.inf)
+        bounds = metric_bounds(row["metric"])
         low, high = normal_interval(row["value"], row["std"], bounds=bounds)
     else:
         n = fields.get("n_samples") or row["n_users"]
-        low, high = t_interval(row["value"], row["std"], n)
+        low, high = mean_interval(row["metric"], row["value"], row["std"], n)
     return MetricRow(
         model=row["model"],
         segment=row["segment"],

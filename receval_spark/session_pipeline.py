@@ -58,7 +58,7 @@ from receval_spark.schema import (
     validate_clicks,
 )
 from receval_spark.sessions import SessionSplit, as_given, prediction_events, preprocess_sessions
-from receval_spark.stats import t_interval
+from receval_spark.stats import mean_interval
 
 PROTOCOL = "session"
 
@@ -203,7 +203,12 @@ def _exposure(lists: DataFrame, train: DataFrame, ks: list[int], metrics: list[s
 
 
 def _metric_row(row: Any) -> MetricRow:
-    low, high = t_interval(row["value"], row["std"], row["n_users"])
+    """A MetricRow with its 95% interval: Wilson for recall (each event's hit is 0 or 1), the
+    t-interval clipped to [0, 1] for mrr; none for the exposure rows (no std)."""
+    binary = row["metric"] == "recall"
+    low, high = mean_interval(
+        row["metric"], row["value"], row["std"], row["n_users"], binary=binary
+    )
     return MetricRow(
         model=row["model"],
         segment="all",

@@ -1,5 +1,9 @@
 """Intervals, paired tests and multiple-comparison correction, on the driver from the small
-aggregates Spark computes (scipy for distribution functions)."""
+aggregates Spark computes (scipy for distribution functions).
+
+Every metric interval stays inside the metric's range (``METRIC_BOUNDS``, DESIGN §7): the
+Wilson score interval for means of 0/1 values (``BINARY_METRICS``), otherwise the t-interval
+(or the bootstrap normal interval) clipped to the bounds."""
 
 from __future__ import annotations
 
@@ -13,22 +17,134 @@ from scipy import stats
 
 EXACT_WILCOXON_MAX = 50
 
+Bounds = tuple[float, float]
+UNBOUNDED: Bounds = (-math.inf, math.inf)
+UNIT: Bounds = (0.0, 1.0)
+NON_NEGATIVE: Bounds = (0.0, math.inf)
+
+# The range of every metric, written once; read by every interval of metrics/ and comparisons/.
+METRIC_BOUNDS: dict[str, Bounds] = {
+    # accuracy (per user, all proportions), also the session protocol's recall and mrr
+    **dict.fromkeys(("precision", "recall", "hit_rate", "mrr", "map", "ndcg", "arhr", "f1"), UNIT),
+    # beyond accuracy
+    **dict.fromkeys(
+        (
+            "coverage",
+            "gini",
+            "personalization",
+            "personalization_jaccard",
+            "ild_category",
+            "category_coverage",
+            "serendipity",
+        ),
+        UNIT,
+    ),
+    # 1 - mean pairwise cosine of n unit vectors: the mean cosine is >= -1/(n - 1), so <= 2
+    "ild_embedding": (0.0, 2.0),
+    "entropy": NON_NEGATIVE,  # <= log2 |I|; not known where the interval is formed
+    "novelty": NON_NEGATIVE,
+    "popularity_bias": NON_NEGATIVE,
+    # rating prediction
+    **dict.fromkeys(("mae", "mse", "rmse"), NON_NEGATIVE),
+}
+# Per-user (per-event) values that are 0 or 1: their mean is a proportion (Wilson interval).
+BINARY_METRICS = ("hit_rate",)
+
+
+def metric_bounds(metric: str) -> Bounds:
+    """The range of ``metric`` (``METRIC_BOUNDS``); unbounded for a metric not listed."""
+    return METRIC_BOUNDS.get(metric, UNBOUNDED)
+
+
+def difference_bounds(metric: str) -> Bounds:
+    """The range of a difference of two values of ``metric``: [low - high, high - low]."""
+    low, high = metric_bounds(metric)
+    return low - high, high - low
+
+
+def clip_interval(
+    low: float | None, high: float | None, bounds: Bounds
+) -> tuple[float | None, float | None]:
+    """(low, high) with both ends moved into ``bounds``; (None, None) stays."""
+    if low is None or high is None:
+        return None, None
+    lo, hi = bounds
+    return min(max(low, lo), hi), max(min(high, hi), lo)
+
 
 def t_interval(
-    mean: float, std: float | None, n: int, *, confidence: float = 0.95
+    mean: float,
+    std: float | None,
+    n: int,
+    *,
+    bounds: Bounds = UNBOUNDED,
+    confidence: float = 0.95,
 ) -> tuple[float | None, float | None]:
-    """Student-t interval mean ± t_{(1+c)/2, n-1} · std / sqrt(n); (None, None) for n < 2."""
+    """Student-t interval mean ± t_{(1+c)/2, n-1} · std / sqrt(n), clipped to ``bounds``;
+    (None, None) for n < 2."""
     if n < 2 or std is None or math.isnan(std):
         return None, None
     half = float(stats.t.ppf((1 + confidence) / 2, n - 1)) * std / math.sqrt(n)
-    return mean - half, mean + half
+    return clip_interval(mean - half, mean + half, bounds)
+
+
+def t_se_interval(
+    value: float | None,
+    std_error: float | None,
+    df: int,
+    *,
+    bounds: Bounds = UNBOUNDED,
+    confidence: float = 0.95,
+) -> tuple[float | None, float | None]:
+    """value ± t_{(1+c)/2, df} · std_error, clipped to ``bounds``; (None, None) without a
+    standard error or for df < 1."""
+    if value is None or std_error is None or math.isnan(std_error) or df < 1:
+        return None, None
+    half = float(stats.t.ppf((1 + confidence) / 2, df)) * std_error
+    return clip_interval(value - half, value + half, bounds)
+
+
+def wilson_interval(
+    proportion: float | None, n: int, *, confidence: float = 0.95
+) -> tuple[float | None, float | None]:
+    """Wilson score interval of a proportion p over n 0/1 values (Wilson 1927):
+    (p + z²/2n ± z · sqrt(p(1 - p)/n + z²/4n²)) / (1 + z²/n), z = z_{(1+c)/2}. Always inside
+    [0, 1], never of zero width, also at p = 0 or 1; (None, None) for n = 0."""
+    if proportion is None or n < 1:
+        return None, None
+    p = min(max(proportion, 0.0), 1.0)
+    z = float(stats.norm.ppf((1 + confidence) / 2))
+    z2 = z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    # the interval holds p (exactly at p = 0 or 1, where rounding could leave it 1e-16 short)
+    return min(max(centre - half, 0.0), p), max(min(centre + half, 1.0), p)
+
+
+def mean_interval(
+    metric: str,
+    mean: float | None,
+    std: float | None,
+    n: int,
+    *,
+    binary: bool | None = None,
+    confidence: float = 0.95,
+) -> tuple[float | None, float | None]:
+    """The 95% interval of a mean of per-user (per-event) values of ``metric``: Wilson when
+    the values are 0/1 (``binary``, default: ``metric`` in ``BINARY_METRICS``), else the
+    t-interval clipped to the metric's bounds."""
+    if mean is None:
+        return None, None
+    if metric in BINARY_METRICS if binary is None else binary:
+        return wilson_interval(mean, n, confidence=confidence)
+    return t_interval(mean, std, n, bounds=metric_bounds(metric), confidence=confidence)
 
 
 def normal_interval(
     value: float | None,
     std: float | None,
     *,
-    bounds: tuple[float, float] = (-math.inf, math.inf),
+    bounds: Bounds = UNBOUNDED,
     confidence: float = 0.95,
 ) -> tuple[float | None, float | None]:
     """value ± z_{(1+c)/2} · std (a bootstrap standard error), clipped to the statistic's
@@ -36,14 +152,17 @@ def normal_interval(
     if value is None or std is None or math.isnan(std):
         return None, None
     half = float(stats.norm.ppf((1 + confidence) / 2)) * std
-    return max(value - half, bounds[0]), min(value + half, bounds[1])
+    return clip_interval(value - half, value + half, bounds)
 
 
 def paired_t_pvalue(mean: float, std: float | None, n: int) -> float | None:
-    """Two-sided paired t-test p = 2 · P(T_{n-1} >= |mean| / (std / sqrt(n))); None when
-    n < 2 or std = 0 (the statistic is undefined, as scipy's NaN)."""
-    if n < 2 or std is None or math.isnan(std) or std == 0:
+    """Two-sided paired t-test p = 2 · P(T_{n-1} >= |mean| / (std / sqrt(n))). Without spread
+    (std = 0) the statistic is ±infinite or 0/0: p = 0 when mean != 0 (every user moved the same
+    way), p = 1 when mean = 0 (nothing changed); None only for n < 2 (no test)."""
+    if n < 2 or std is None or math.isnan(std):
         return None
+    if std == 0:
+        return 0.0 if mean != 0 else 1.0
     statistic = mean / (std / math.sqrt(n))
     return float(2 * stats.t.sf(abs(statistic), n - 1))
 
@@ -60,18 +179,18 @@ class SignedRanks:
     tie_term: float
 
 
-def wilcoxon_pvalue(ranks: SignedRanks) -> float | None:
+def wilcoxon_pvalue(ranks: SignedRanks) -> float:
     """Two-sided Wilcoxon signed-rank p-value, zeros dropped (scipy's default ``wilcox``).
 
     As scipy's ``method="auto"``: the exact null distribution when n <= 50 and there are no
     zeros and no ties; otherwise the normal approximation without continuity correction,
     z = (R+ - n'(n'+1)/4) / sqrt((n'(n'+1)(2n'+1) - T/2) / 24) with n' = n_nonzero. (For
     n <= 13 with ties or zeros scipy runs a permutation test instead; we keep the normal
-    approximation there.) None when every difference is zero.
+    approximation there.) p = 1 when every difference is zero (nothing changed).
     """
     m = ranks.n_nonzero
     if m == 0:
-        return None
+        return 1.0
     exact = ranks.n <= EXACT_WILCOXON_MAX and m == ranks.n and ranks.tie_term == 0
     if exact:
         pmf = _signed_rank_pmf(m)
@@ -79,9 +198,8 @@ def wilcoxon_pvalue(ranks: SignedRanks) -> float | None:
         lower = float(pmf[: math.ceil(ranks.rank_plus) + 1].sum())
         return min(1.0, 2 * min(upper, lower))
     mean = m * (m + 1) / 4
+    # > 0 for m >= 1: the tie term is at most m^3 - m
     variance = (m * (m + 1) * (2 * m + 1) - ranks.tie_term / 2) / 24
-    if variance <= 0:
-        return None
     z = (ranks.rank_plus - mean) / math.sqrt(variance)
     return float(2 * stats.norm.sf(abs(z)))
 
@@ -98,13 +216,17 @@ def _signed_rank_pmf(n: int) -> np.ndarray:
 
 
 def holm(pvalues: Sequence[float | None]) -> list[float | None]:
-    """Holm's step-down adjustment: with p_(1) <= ... <= p_(m), adjusted p_(i) =
-    min(1, max_{j <= i} (m - j + 1) p_(j)); None stays None and does not count in m."""
-    order = sorted((p, i) for i, p in enumerate(pvalues) if p is not None)
+    """Holm's step-down adjustment over one family of m = len(pvalues) hypotheses: with
+    p_(1) <= ... <= p_(m), adjusted p_(i) = min(1, max_{j <= i} (m - j + 1) p_(j)).
+
+    No hypothesis leaves the family: a None (a test that could not be run) counts in m as
+    p = 1 (never rejected, so the others stay valid) and stays None in the result."""
+    order = sorted((1.0 if p is None else p, i) for i, p in enumerate(pvalues))
     m = len(order)
-    adjusted: list[float | None] = [None] * len(pvalues)
+    adjusted: list[float | None] = [None] * m
     running = 0.0
     for j, (p, i) in enumerate(order):
         running = max(running, min(1.0, (m - j) * p))
-        adjusted[i] = running
+        if pvalues[i] is not None:
+            adjusted[i] = running
     return adjusted

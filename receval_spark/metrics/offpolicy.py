@@ -14,14 +14,27 @@ w_i = pi_i / p_i over the n logged impressions:
     SNIPS = \frac{\sum_i w_i r_i}{\sum_i w_i}
 
 IPS is unbiased under the assumptions below; clipping at M trades bias for variance; SNIPS is
-consistent with a bias of order 1/n and usually a far smaller variance. Intervals: IPS and
-clipped IPS are means of per-impression terms (t-interval, std / sqrt(n)); SNIPS uses the
-delta method, se^2 = sum w_i^2 (r_i - SNIPS)^2 / (sum w_i)^2.
+consistent with a bias of order 1/n and usually a far smaller variance.
+
+Standard errors are cluster-robust, clusters g = users (every logged list of a user lies in
+one cluster): the slots of one list, and a user's lists, are not independent. Each estimator is
+a ratio of cluster sums A_g / B_g (IPS: A_g = sum_{i in g} w_i r_i, B_g = n_g impressions;
+clipped IPS: min(w_i, M) r_i; SNIPS: B_g = sum_{i in g} w_i), with the delta-method
+(linearised) variance over the G clusters and the small-sample factor G / (G - 1):
+
+.. math::
+
+    \widehat{se}^2 = \frac{G}{G - 1} \cdot \frac{\sum_g (A_g - \hat\theta B_g)^2}{(\sum_g B_g)^2}
+
+and the interval theta ± t_{0.975, G-1} · se, clipped to the estimator's range (IPS terms
+w r lie in [min(0, W r_min), max(0, W r_max)] with W the largest (clipped) weight; SNIPS and
+the logged mean lie in [r_min, r_max]). With one impression per cluster IPS's se is the naive
+std / sqrt(n).
 
 Assumptions: common support (p_i > 0 wherever pi could show the item at that position, so
 every logged propensity must be positive); propensities are the logging policy's true
 probabilities; the reward of an impression depends only on the user, the item and its
-position (no interaction between slots); impressions are independent.
+position (no interaction between slots); users are independent (slots of one user need not be).
 """
 
 from __future__ import annotations
@@ -35,9 +48,10 @@ from pyspark.sql import functions as F
 
 from receval_spark.metrics.aggregate import exact_sum
 from receval_spark.schema import ITEM, USER
-from receval_spark.stats import normal_interval, t_interval
+from receval_spark.stats import t_se_interval
 
 POSITION, REWARD, PROPENSITY, PROBABILITY = "position", "reward", "propensity", "probability"
+CLUSTER = "cluster"
 ESTIMATORS = ("ips", "clipped_ips", "snips")
 
 
@@ -47,13 +61,15 @@ def importance_weights(
     *,
     by: Sequence[str],
     policies: DataFrame | None = None,
+    cluster: str = USER,
 ) -> DataFrame:
-    """(*by, reward, w): every logged impression with w = pi / p for each target policy of
-    ``target`` (keyed by ``by``, e.g. model); pi = 0 where the policy never shows the item at
-    that position. ``by`` columns the impressions also have (e.g. a log partition) are
+    """(*by, cluster, reward, w): every logged impression with w = pi / p for each target
+    policy of ``target`` (keyed by ``by``, e.g. model); pi = 0 where the policy never shows the
+    item at that position. ``by`` columns the impressions also have (e.g. a log partition) are
     matched, the others crossed: each policy is scored on every impression of its partition.
     ``policies`` (the ``by`` values to score; default: those in ``target``) keeps a policy
-    without any target row, scored with w = 0 everywhere."""
+    without any target row, scored with w = 0 everywhere. ``cluster``: the impressions' column
+    whose values group impressions that are not independent (default: the user)."""
     by = list(by)
     keys = [USER, ITEM, POSITION]
     shared = [c for c in by if c in impressions.columns]
@@ -61,27 +77,64 @@ def importance_weights(
     logged = impressions.join(policies, on=shared) if shared else impressions.crossJoin(policies)
     return logged.join(target.select(*by, *keys, PROBABILITY), on=[*by, *keys], how="left").select(
         *by,
+        F.col(cluster).alias(CLUSTER),
         REWARD,
         (F.coalesce(F.col(PROBABILITY), F.lit(0.0)) / F.col(PROPENSITY)).alias("w"),
     )
 
 
 def off_policy_sums(weighted: DataFrame, *, by: Sequence[str], clip: float) -> DataFrame:
-    """(*by, n, max_w, and the exact sums the estimators need) in one aggregation."""
+    """(*by, n, n_clusters, max_w, max_cw (the largest clipped weight), r_min, r_max and the
+    exact sums the estimators need) from (*by, cluster, reward, w): one aggregation per cluster
+    (its sums A_g, B_g), then one over the clusters of each group (sums of A_g, A_g^2,
+    A_g B_g, B_g, B_g^2)."""
+    by = list(by)
     w, r = F.col("w"), F.col(REWARD)
     clipped = F.least(w, F.lit(float(clip)))
-    return weighted.groupBy(*by).agg(
-        F.count(F.lit(1)).alias("n"),
+    clusters = weighted.groupBy(*by, CLUSTER).agg(
+        F.count(F.lit(1)).alias("n_g"),
         F.max(w).alias("max_w"),
-        exact_sum(w * r).alias("wr"),
-        exact_sum(w * r * w * r).alias("wr2"),
-        exact_sum(clipped * r).alias("cr"),
-        exact_sum(clipped * r * clipped * r).alias("cr2"),
-        exact_sum(w).alias("w1"),
-        exact_sum(w * w).alias("w2"),
-        exact_sum(w * w * r).alias("w2r"),
-        exact_sum(w * w * r * r).alias("w2r2"),
+        F.max(clipped).alias("max_cw"),
+        F.min(r).alias("r_min"),
+        F.max(r).alias("r_max"),
+        exact_sum(w * r).alias("wr_g"),
+        exact_sum(clipped * r).alias("cr_g"),
+        exact_sum(w).alias("w_g"),
+        exact_sum(w * w).alias("w2_g"),
     )
+    n_g, wr_g, cr_g, w_g = F.col("n_g"), F.col("wr_g"), F.col("cr_g"), F.col("w_g")
+    return clusters.groupBy(*by).agg(
+        F.sum(n_g).alias("n"),
+        F.count(F.lit(1)).alias("n_clusters"),
+        F.max("max_w").alias("max_w"),
+        F.max("max_cw").alias("max_cw"),
+        F.min("r_min").alias("r_min"),
+        F.max("r_max").alias("r_max"),
+        F.sum(n_g * n_g).alias("n2"),
+        exact_sum(wr_g).alias("wr"),
+        exact_sum(wr_g * wr_g).alias("wr2"),
+        exact_sum(wr_g * n_g).alias("wrn"),
+        exact_sum(cr_g).alias("cr"),
+        exact_sum(cr_g * cr_g).alias("cr2"),
+        exact_sum(cr_g * n_g).alias("crn"),
+        exact_sum(w_g).alias("w1"),
+        exact_sum(w_g * w_g).alias("wg2"),
+        exact_sum(wr_g * w_g).alias("wrw"),
+        exact_sum("w2_g").alias("w2"),
+    )
+
+
+def cluster_std_error(
+    a: float, a2: float, ab: float, b: float, b2: float, n_clusters: int
+) -> float | None:
+    """Delta-method standard error of theta = sum A_g / sum B_g from the cluster sums
+    (a = sum A_g, a2 = sum A_g^2, ab = sum A_g B_g, b = sum B_g, b2 = sum B_g^2):
+    sqrt(G/(G-1) · sum (A_g - theta B_g)^2) / sum B_g; None for fewer than 2 clusters or b = 0."""
+    if n_clusters < 2 or b == 0:
+        return None
+    theta = a / b
+    spread = a2 - 2 * theta * ab + theta * theta * b2
+    return math.sqrt(n_clusters / (n_clusters - 1) * max(spread, 0.0)) / b
 
 
 @dataclass(frozen=True)
@@ -102,9 +155,10 @@ class OffPolicyEstimate:
 
 
 def estimates(sums: Row, *, by: Sequence[str]) -> list[OffPolicyEstimate]:
-    """IPS, clipped IPS and SNIPS with intervals from one row of :func:`off_policy_sums`
-    (module doc); SNIPS is None when no logged impression has w > 0."""
-    n, w1, w2 = sums["n"], sums["w1"], sums["w2"]
+    """IPS, clipped IPS and SNIPS with cluster-robust intervals from one row of
+    :func:`off_policy_sums` (module doc); SNIPS is None when no logged impression has w > 0."""
+    n, w1, w2, g = sums["n"], sums["w1"], sums["w2"], sums["n_clusters"]
+    r_min, r_max = sums["r_min"], sums["r_max"]
     common = {
         "group": tuple(sums[c] for c in by),
         "n_impressions": n,
@@ -112,11 +166,14 @@ def estimates(sums: Row, *, by: Sequence[str]) -> list[OffPolicyEstimate]:
         "max_weight": sums["max_w"],
     }
     out = []
-    for name, total, squares in (("ips", "wr", "wr2"), ("clipped_ips", "cr", "cr2")):
+    for name, total, squares, cross, largest in (
+        ("ips", "wr", "wr2", "wrn", sums["max_w"]),
+        ("clipped_ips", "cr", "cr2", "crn", sums["max_cw"]),
+    ):
         mean = sums[total] / n
-        std = math.sqrt(max(sums[squares] - sums[total] ** 2 / n, 0.0) / (n - 1)) if n > 1 else None
-        low, high = t_interval(mean, std, n)
-        std_error = std / math.sqrt(n) if std is not None else None
+        std_error = cluster_std_error(sums[total], sums[squares], sums[cross], n, sums["n2"], g)
+        bounds = (min(0.0, largest * r_min), max(0.0, largest * r_max))
+        low, high = t_se_interval(mean, std_error, g - 1, bounds=bounds)
         out.append(
             OffPolicyEstimate(
                 estimator=name, value=mean, std_error=std_error, ci_low=low, ci_high=high, **common
@@ -124,9 +181,8 @@ def estimates(sums: Row, *, by: Sequence[str]) -> list[OffPolicyEstimate]:
         )
     if w1 > 0:
         value = sums["wr"] / w1
-        spread = sums["w2r2"] - 2 * value * sums["w2r"] + value * value * w2
-        std_error = math.sqrt(max(spread, 0.0)) / w1
-        low, high = normal_interval(value, std_error)
+        std_error = cluster_std_error(sums["wr"], sums["wr2"], sums["wrw"], w1, sums["wg2"], g)
+        low, high = t_se_interval(value, std_error, g - 1, bounds=(r_min, r_max))
     else:
         value = std_error = low = high = None
     out.append(

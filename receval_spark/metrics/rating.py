@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 
 from receval_spark.metrics.aggregate import exact_mean, exact_std
 from receval_spark.schema import ITEM, RATING, USER
-from receval_spark.stats import t_interval
+from receval_spark.stats import NON_NEGATIVE, t_interval
 
 RATING_METRICS = ("mae", "mse", "rmse")
 
@@ -77,7 +77,8 @@ def rating_metrics(row: Row, *, by: Sequence[str]) -> list[RatingError]:
     n = row["n_ratings"]
     out = []
     for metric in ("mae", "mse"):
-        low, high = t_interval(row[metric], row[f"{metric}_std"], n) if n else (None, None)
+        std = row[f"{metric}_std"]
+        low, high = t_interval(row[metric], std, n, bounds=NON_NEGATIVE) if n else (None, None)
         out.append(
             RatingError(
                 metric=metric,
@@ -94,7 +95,7 @@ def rating_metrics(row: Row, *, by: Sequence[str]) -> list[RatingError]:
             metric="rmse",
             value=math.sqrt(mse.value) if mse.value is not None else None,
             std=None,
-            ci_low=math.sqrt(max(mse.ci_low, 0.0)) if mse.ci_low is not None else None,
+            ci_low=math.sqrt(mse.ci_low) if mse.ci_low is not None else None,
             ci_high=math.sqrt(mse.ci_high) if mse.ci_high is not None else None,
             **common,
         )

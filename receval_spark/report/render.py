@@ -236,10 +236,16 @@ def sentences(data: ReportData, k: int) -> list[str]:
     for r in focus.sort_values("model").itertuples():
         verb = "beats" if r.mean_diff > 0 else "trails"
         significant = pd.notna(r.p_holm) and r.p_holm < SIGNIFICANCE
+        family = getattr(r, "holm_family_size", None)  # absent from reports before it existed
+        adjusted = (
+            f"Holm-adjusted over the run's {int(family)} comparisons: p"
+            if pd.notna(family)
+            else "Holm-adjusted p"
+        )
         text = (
             f"{r.model} {verb} {r.baseline} on NDCG@{k} by {abs(r.mean_diff):.4f} "
             f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}] over {r.n_users} users "
-            f"(Holm-adjusted p = {r.p_holm:.2g}{'' if significant else ', not significant'})"
+            f"({adjusted} = {r.p_holm:.2g}{'' if significant else ', not significant'})"
         )
         if r.model in coverage and r.baseline in coverage:
             wider = coverage[r.model] > coverage[r.baseline]

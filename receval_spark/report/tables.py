@@ -50,6 +50,7 @@ COMPARISONS_SCHEMA = T.StructType(
         T.StructField("p_wilcoxon", T.DoubleType(), True),
         T.StructField("p_holm", T.DoubleType(), True),
         T.StructField("p_wilcoxon_holm", T.DoubleType(), True),
+        T.StructField("holm_family_size", T.LongType(), True),
     ]
 )
 
@@ -117,7 +118,8 @@ class ComparisonRow:
     """One paired comparison of a model with the baseline at (segment, metric, k).
 
     p_holm / p_wilcoxon_holm: the t-test / Wilcoxon p-values Holm-adjusted over all
-    comparisons of the run."""
+    comparisons of the run (every protocol and segment: one family per test);
+    holm_family_size: the number of comparisons in that family."""
 
     model: str
     baseline: str
@@ -133,6 +135,7 @@ class ComparisonRow:
     p_wilcoxon: float | None
     p_holm: float | None = None
     p_wilcoxon_holm: float | None = None
+    holm_family_size: int | None = None
     protocol: str = "full"
 
 
@@ -230,6 +233,7 @@ def comparisons_table(
                     r.p_wilcoxon_holm,
                 )
             ),
+            r.holm_family_size,
         )
         for r in sorted(rows, key=lambda r: (r.model, r.segment, r.metric, r.k or 0))
     ]

@@ -163,7 +163,17 @@ def reference(data: dict[str, pd.DataFrame], model: str) -> dict[str, float]:
     )
     w = log["rank"].notna() / log["p"]
     r = log["clicked"]
+    # cluster-robust standard errors, clusters = users (the 4 slots of a user's logged list)
+    cluster = pd.DataFrame({"uid": log["uid"], "a": w * r, "b": w, "n": 1.0}).groupby("uid").sum()
+    g = len(cluster)
+
+    def robust(theta: float, denominator: str) -> float:
+        spread = ((cluster["a"] - theta * cluster[denominator]) ** 2).sum()
+        return float(np.sqrt(g / (g - 1) * spread) / cluster[denominator].sum())
+
     return {
+        "ips_se": robust(float((w * r).mean()), "n"),
+        "snips_se": robust(float((w * r).sum() / w.sum()), "b"),
         "ips": float((w * r).mean()),
         "clipped_ips": float((np.minimum(w, CLIP) * r).mean()),
         "snips": float((w * r).sum() / w.sum()),
@@ -213,6 +223,9 @@ def test_off_policy_rows_for_every_model_equal_a_hand_computation(spark, good_ru
             assert got.value == pytest.approx(expected[estimator], abs=1e-12), (model, estimator)
             assert got.effective_n == pytest.approx(expected["effective_n"], abs=1e-9)
             assert got.max_weight == pytest.approx(expected["max_weight"], abs=1e-12)
+        for estimator in ("ips", "snips"):
+            se = rows[(model, estimator)].std_error
+            assert se == pytest.approx(expected[f"{estimator}_se"], rel=1e-9), (model, estimator)
     # the replay model shows every logged item at its logged position up to max k: w = 1 / p
     log = good_run["data"]["impressions"]
     top = log[log.slot <= max(KS)]

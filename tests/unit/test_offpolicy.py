@@ -1,11 +1,13 @@
-"""Off-policy estimators (metrics/offpolicy.py): a literal example, the logging policy scored
-against itself, SNIPS against IPS on logs with a known true value, input validation."""
+"""Off-policy estimators (metrics/offpolicy.py): a literal example, cluster-robust standard
+errors against a numpy hand computation, the logging policy scored against itself, SNIPS
+against IPS on logs with a known true value, input validation."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from receval_spark.errors import InputError
 from receval_spark.metrics.offpolicy import estimates, importance_weights, off_policy_sums
@@ -36,16 +38,99 @@ def test_literal_example(spark):
 
     got = estimate(spark, impressions, target, clip=2.0)
 
-    terms = np.array([2.0, 0.0, 5.0, 0.0])  # w * r
+    # w * r = (2, 0) for user 1, (5, 0) for user 2: cluster sums A = (2, 5), n_g = (2, 2);
+    # theta = 7/4, sum (A_g - theta n_g)^2 = 1.5^2 + 1.5^2 = 4.5, se = sqrt(2/1 * 4.5) / 4
     ips = got[(("new",), "ips")]
     assert ips.value == pytest.approx(7 / 4, abs=1e-12)
-    assert ips.std_error == pytest.approx(np.std(terms, ddof=1) / 2, abs=1e-12)
+    assert ips.std_error == pytest.approx(0.75, abs=1e-12)
+    # theta ± t_{0.975, 1} · 0.75 = [-7.78, 11.28], clipped to the range of w r: [0, 5]
+    assert (ips.ci_low, ips.ci_high) == (0.0, 5.0)
     assert (ips.n_impressions, ips.max_weight) == (4, 5.0)
     assert ips.effective_n == pytest.approx(49 / 29, abs=1e-12)  # (2 + 5)^2 / (4 + 25)
     assert got[(("new",), "clipped_ips")].value == pytest.approx(4 / 4, abs=1e-12)  # min(w, 2)
     snips = got[(("new",), "snips")]
     assert snips.value == pytest.approx(7 / 7, abs=1e-12)
     assert snips.std_error == pytest.approx(0.0, abs=1e-12)  # every weighted reward is 1
+
+
+def test_cluster_robust_standard_errors_equal_a_numpy_hand_computation(spark):
+    """3 slots per user whose rewards move together (a user clicks all or nothing): the
+    cluster-robust se (clusters = users) is far above the naive one that treats the slots as
+    independent."""
+    rng = np.random.default_rng(21)
+    users, slots = 40, 3
+    user = np.repeat(np.arange(users), slots)
+    position = np.tile(np.arange(1, slots + 1), users)
+    clicks = rng.random(users) < 0.4  # one draw per user: the slots of a list are correlated
+    reward = np.where(clicks[user], 1.0, 0.0)
+    propensity = rng.choice([0.5, 1.0], size=users * slots)
+    shown = rng.random(users * slots) < 0.8  # the target policy shows these (pi = 1)
+    log = pd.DataFrame(
+        {
+            "user_id": user,
+            "item_id": 100 + position,
+            "position": position.astype("int32"),
+            "reward": reward,
+            "propensity": propensity,
+        }
+    )
+    impressions = spark.createDataFrame(log, IMPRESSIONS)
+    target = spark.createDataFrame(
+        log[shown].assign(model="new", probability=1.0)[
+            ["model", "user_id", "item_id", "position", "probability"]
+        ],
+        TARGET,
+    )
+    clip = 1.5
+
+    got = estimate(spark, impressions, target, clip=clip)
+
+    w = np.where(shown, 1.0 / propensity, 0.0)
+    n, g = len(w), users
+    frame = pd.DataFrame({"user": user, "t": w * reward, "c": np.minimum(w, clip) * reward, "w": w})
+    sums = frame.groupby("user").sum()
+    t_crit = stats.t.ppf(0.975, g - 1)
+    for name, column in (("ips", "t"), ("clipped_ips", "c")):
+        theta = frame[column].mean()
+        robust = np.sqrt(g / (g - 1) * ((sums[column] - theta * slots) ** 2).sum()) / n
+        naive = frame[column].std(ddof=1) / np.sqrt(n)
+        e = got[(("new",), name)]
+        assert e.value == pytest.approx(theta, abs=1e-12)
+        assert e.std_error == pytest.approx(robust, rel=1e-9)
+        assert e.std_error > 1.3 * naive, (name, e.std_error, naive)
+        assert (e.ci_low, e.ci_high) == pytest.approx(
+            (max(theta - t_crit * robust, 0.0), theta + t_crit * robust), rel=1e-9
+        )
+    snips = got[(("new",), "snips")]
+    theta = frame["t"].sum() / frame["w"].sum()
+    robust = np.sqrt(g / (g - 1) * ((sums["t"] - theta * sums["w"]) ** 2).sum()) / w.sum()
+    naive = np.sqrt((w**2 * (reward - theta) ** 2).sum()) / w.sum()
+    assert snips.value == pytest.approx(theta, abs=1e-12)
+    assert snips.std_error == pytest.approx(robust, rel=1e-9)
+    assert snips.std_error > 1.3 * naive
+    low, high = theta - t_crit * robust, theta + t_crit * robust
+    assert (snips.ci_low, snips.ci_high) == pytest.approx((max(low, 0.0), min(high, 1.0)), rel=1e-9)
+
+
+def test_one_impression_per_cluster_gives_the_naive_standard_error(spark):
+    rng = np.random.default_rng(4)
+    log = pd.DataFrame(
+        {
+            "user_id": np.arange(30),
+            "item_id": 10,
+            "position": np.ones(30, dtype="int32"),
+            "reward": (rng.random(30) < 0.5).astype(float),
+            "propensity": rng.choice([0.25, 0.5], size=30),
+        }
+    )
+    target = spark.createDataFrame([("new", u, 10, 1, 1.0) for u in range(30)], TARGET)
+
+    got = estimate(spark, spark.createDataFrame(log, IMPRESSIONS), target)
+
+    terms = log["reward"] / log["propensity"]
+    assert got[(("new",), "ips")].std_error == pytest.approx(
+        terms.std(ddof=1) / np.sqrt(30), rel=1e-9
+    )
 
 
 def logged(rng, *, users, items, propensities, reward_rate, replicate=0):

@@ -111,6 +111,15 @@ def test_sentences_state_each_models_trade_off_in_words():
     ]
 
 
+def test_sentences_name_the_holm_family_of_the_run():
+    report = data()
+    report = dataclasses.replace(report, comparisons=report.comparisons.assign(holm_family_size=48))
+
+    said = sentences(report, 10)
+
+    assert "(Holm-adjusted over the run's 48 comparisons: p = 0.2, not significant)" in said[0]
+
+
 def test_history_lists_every_date_up_to_the_report_with_gaps_left_blank():
     rows = history_rows(data(), 10)
 

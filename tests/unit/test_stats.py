@@ -7,17 +7,26 @@ import math
 
 import numpy as np
 import pytest
+from pyspark.sql import Row
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.proportion import proportion_confint
 
+from receval_spark.config import ALL_METRICS
 from receval_spark.metrics.compare import paired_differences, paired_statistics
+from receval_spark.metrics.rating import RATING_METRICS
+from receval_spark.pipeline import _macro_rows, _metric_row, compare_run
 from receval_spark.stats import (
+    METRIC_BOUNDS,
     SignedRanks,
+    difference_bounds,
     holm,
+    mean_interval,
     normal_interval,
     paired_t_pvalue,
     t_interval,
     wilcoxon_pvalue,
+    wilson_interval,
 )
 
 TOL = 1e-9
@@ -69,10 +78,16 @@ def test_paired_t_pvalue_and_interval_equal_scipy(name):
     assert (low, high) == pytest.approx((interval.low, interval.high), abs=TOL)
 
 
-def test_tests_are_undefined_without_variation():
-    assert paired_t_pvalue(0.0, 0.0, 10) is None  # every difference equal: t undefined
+def test_tests_without_spread_have_a_p_value():
+    # every difference equal and non-zero: t = ±inf, p = 0 (as scipy); all zero: p = 1
+    assert paired_t_pvalue(0.1, 0.0, 10) == 0.0
+    assert paired_t_pvalue(-0.1, 0.0, 10) == 0.0
+    assert stats.ttest_rel(np.full(10, 1.1), np.ones(10)).pvalue == 0.0
+    assert paired_t_pvalue(0.0, 0.0, 10) == 1.0
+    assert wilcoxon_pvalue(SignedRanks(n=10, n_nonzero=0, rank_plus=0.0, tie_term=0.0)) == 1.0
+    assert stats.wilcoxon(np.zeros(10)).pvalue == 1.0
+    # one user: no t-test, no interval
     assert paired_t_pvalue(0.5, None, 1) is None
-    assert wilcoxon_pvalue(SignedRanks(n=10, n_nonzero=0, rank_plus=0.0, tie_term=0.0)) is None
     assert t_interval(0.3, None, 1) == (None, None)
 
 
@@ -86,15 +101,18 @@ def test_exact_wilcoxon_worked_example():
     assert stats.wilcoxon([1, 2, 3, 4, 5]).pvalue == pytest.approx(1 / 16, abs=TOL)
 
 
-def test_holm_equals_statsmodels_and_keeps_missing_values():
+def test_holm_equals_statsmodels_and_counts_missing_values_in_the_family():
     p = [0.01, 0.04, 0.03, None, 0.005, 0.5, 0.04]
-    present = [v for v in p if v is not None]
-    want = iter(multipletests(present, method="holm")[1])
+    # the test that could not be run stays in the family as p = 1 (m = 7, not 6)
+    want = multipletests([1.0 if v is None else v for v in p], method="holm")[1]
 
     got = holm(p)
 
     assert got[3] is None
-    assert [g for g in got if g is not None] == pytest.approx(list(want), abs=TOL)
+    assert [g for g in got if g is not None] == pytest.approx(
+        [w for w, v in zip(want, p, strict=True) if v is not None], abs=TOL
+    )
+    assert got[4] == pytest.approx(7 * 0.005, abs=TOL)
 
 
 def test_holm_worked_example():
@@ -111,6 +129,96 @@ def test_normal_interval_is_value_plus_minus_z_std():
     assert normal_interval(0.99, 0.01, bounds=(0.0, 1.0)) == pytest.approx(
         (0.99 - 0.0196, 1.0), abs=1e-4
     )
+
+
+# --- bounded intervals (DESIGN §7: an interval never leaves the metric's range) -----------
+
+
+def test_every_metric_has_its_range():
+    session = ("recall", "mrr", "coverage", "popularity_bias")
+    assert set(ALL_METRICS) | set(RATING_METRICS) | set(session) <= set(METRIC_BOUNDS)
+    assert METRIC_BOUNDS["map"] == METRIC_BOUNDS["hit_rate"] == (0.0, 1.0)
+    assert METRIC_BOUNDS["novelty"] == METRIC_BOUNDS["popularity_bias"] == (0.0, math.inf)
+    assert difference_bounds("ndcg") == (-1.0, 1.0)
+    assert difference_bounds("novelty") == (-math.inf, math.inf)
+
+
+@pytest.mark.parametrize(("successes", "n"), [(0, 5), (1, 5), (5, 5), (3, 10), (17, 40), (1, 1)])
+def test_wilson_interval_equals_statsmodels(successes, n):
+    low, high = wilson_interval(successes / n, n)
+    want = proportion_confint(successes, n, alpha=0.05, method="wilson")
+    assert (low, high) == pytest.approx(want, abs=1e-12)
+    assert 0.0 <= low <= successes / n <= high <= 1.0
+    if successes in (0, n):
+        assert (low, high)[successes // n] == successes / n  # an end exactly at 0 or 1
+
+
+def test_wilson_worked_example():
+    # p = 1/5, n = 5, z = 1.959964: centre (0.2 + z^2/10) / (1 + z^2/5) = 0.5841 / 1.7683,
+    # half z sqrt(0.16/5 + z^2/100) / 1.7683 -> [0.0362, 0.6245]
+    low, high = wilson_interval(0.2, 5)
+    assert (round(low, 4), round(high, 4)) == (0.0362, 0.6245)
+
+
+def test_small_skewed_sample_stays_in_range():
+    # 5 users, MAP@k = (0.5, 0, 0, 0, 0): the t-interval 0.1 ± 2.776 · 0.2236 / √5 starts at
+    # -0.178; clipped at 0, the upper end unchanged
+    values = np.array([0.5, 0, 0, 0, 0])
+    mean, std = float(values.mean()), float(values.std(ddof=1))
+    raw_low, raw_high = stats.t.interval(0.95, 4, loc=mean, scale=std / math.sqrt(5))
+    assert raw_low < 0
+
+    assert mean_interval("map", mean, std, 5) == pytest.approx((0.0, raw_high), abs=TOL)
+    # a hit rate over the same users is a proportion: Wilson, strictly above 0 after a hit
+    hits = np.array([1.0, 0, 0, 0, 0])
+    low, high = mean_interval("hit_rate", hits.mean(), hits.std(ddof=1), 5)
+    assert (low, high) == pytest.approx(proportion_confint(1, 5, method="wilson"), abs=1e-12)
+    assert low > 0
+    # near the top: 4 of 5 users at NDCG 1, one at 0.9 -> the upper end stops at 1
+    top = np.array([1.0, 1, 1, 1, 0.9])
+    assert mean_interval("ndcg", top.mean(), top.std(ddof=1), 5)[1] == 1.0
+    # novelty is only bounded below; a metric without a range keeps scipy's t-interval
+    assert mean_interval("novelty", mean, std, 5) == pytest.approx((0.0, raw_high), abs=TOL)
+    assert mean_interval("unlisted", mean, std, 5) == pytest.approx((raw_low, raw_high), abs=TOL)
+
+
+def test_macro_rows_of_a_skewed_sample_stay_in_range(spark):
+    rows = [("m", "all", "map", 10, u, v) for u, v in enumerate([0.5, 0.0, 0.0, 0.0, 0.0])] + [
+        ("m", "all", "hit_rate", 10, u, v) for u, v in enumerate([1.0, 0.0, 0.0, 0.0, 0.0])
+    ]
+    per_user = spark.createDataFrame(rows, PER_USER)
+
+    got = {r.metric: r for r in _macro_rows(per_user)}
+
+    assert got["map"].ci_low == 0.0 and got["map"].ci_high == pytest.approx(0.3776, abs=1e-4)
+    assert (got["hit_rate"].ci_low, got["hit_rate"].ci_high) == pytest.approx(
+        proportion_confint(1, 5, method="wilson"), abs=1e-12
+    )
+
+
+def test_group_statistic_intervals_are_clipped():
+    def group_row(metric, value, std, *, interval, n_samples=None):
+        return Row(
+            model="m",
+            segment="all",
+            metric=metric,
+            k=10,
+            value=value,
+            n_users=50,
+            std=std,
+            n_samples=n_samples,
+            interval=interval,
+        )
+
+    # personalization_jaccard 0.99 over 5 sampled pairs with std 0.02: t-interval up to 1.015
+    jaccard = _metric_row(
+        group_row("personalization_jaccard", 0.99, 0.02, interval="t", n_samples=5)
+    )
+    assert jaccard.ci_high == 1.0 and jaccard.ci_low < 0.99
+    coverage = _metric_row(group_row("coverage", 0.01, 0.02, interval="bootstrap"))
+    assert coverage.ci_low == 0.0 and coverage.ci_high == pytest.approx(0.01 + 1.96 * 0.02, 1e-3)
+    entropy = _metric_row(group_row("entropy", 0.05, 0.1, interval="bootstrap"))
+    assert entropy.ci_low == 0.0 and entropy.ci_high > 0.2
 
 
 # --- Spark: paired differences and their sufficient statistics ---------------------------
@@ -176,3 +284,45 @@ def test_paired_statistics_of_all_zero_differences(spark):
         0.0,
         0.0,
     )
+
+
+# --- Holm over every comparison of the run ------------------------------------------------
+
+
+def test_holm_adjusts_once_over_both_protocols_and_drops_no_comparison(spark):
+    rng = np.random.default_rng(12)
+    users = range(8)
+
+    def frame(shift: float, noise: float, seed: int):
+        values = np.random.default_rng(seed).uniform(0.2, 0.6, len(users))
+        rows = []
+        for u, base in zip(users, values, strict=True):
+            rows.append(("base", "all", "ndcg", 10, u, float(base)))
+            rows.append(("new", "all", "ndcg", 10, u, float(base + shift + noise * rng.normal())))
+            # without spread: every user +0.1 (p = 0) and every user equal (p = 1)
+            rows.append(("base", "all", "precision", 10, u, 0.2))
+            rows.append(("new", "all", "precision", 10, u, 0.3))
+            rows.append(("base", "all", "recall", 10, u, float(base)))
+            rows.append(("new", "all", "recall", 10, u, float(base)))
+        return spark.createDataFrame(rows, PER_USER)
+
+    per_user = {"full": frame(0.05, 0.05, 1), "sampled_10": frame(0.02, 0.05, 2)}
+
+    got = compare_run(per_user, baseline="base")
+
+    assert len(got) == 6 and {r.protocol for r in got} == {"full", "sampled_10"}
+    assert all(r.holm_family_size == 6 for r in got)
+    by_key = {(r.protocol, r.metric): r for r in got}
+    assert by_key[("full", "precision")].p_ttest == 0.0
+    assert by_key[("full", "recall")].p_ttest == 1.0
+    assert by_key[("sampled_10", "recall")].p_wilcoxon == 1.0
+    for test, adjusted in (("p_ttest", "p_holm"), ("p_wilcoxon", "p_wilcoxon_holm")):
+        p = [getattr(r, test) for r in got]
+        want = multipletests(p, method="holm")[1]
+        assert [getattr(r, adjusted) for r in got] == pytest.approx(list(want), abs=TOL)
+        # not the per-protocol adjustment: the family spans both protocols
+        full = [r for r in got if r.protocol == "full"]
+        per_protocol = multipletests([getattr(r, test) for r in full], method="holm")[1]
+        assert [getattr(r, adjusted) for r in full] != pytest.approx(list(per_protocol), abs=TOL)
+    # differences of proportions stay within [-1, 1]
+    assert all(-1.0 <= r.ci_low <= r.mean_diff <= r.ci_high <= 1.0 for r in got)

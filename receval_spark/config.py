@@ -397,16 +397,19 @@ class ExternalModel(_FileSource):
 Positive = Annotated[int, Field(ge=1)]
 NonNegative = Annotated[float, Field(ge=0.0)]
 PositiveFloat = Annotated[float, Field(gt=0.0)]
+Fallback = Literal["popularity", "none"]  # what a candidate model gives users it cannot score
 MAX_ALS_ITER = 12  # deeper ALS lineages overflow the JVM stack without a checkpoint directory
 
 
 class AlsModel(_Strict):
     """Spark ML ALS fitted inside the job. Implicit: confidence 1 + alpha · (interactions of
     the user with the item) (Hu, Koren, Volinsky 2008); explicit: the train ratings (a model
-    that predicts ratings). A list is a grid tuned on the validation period."""
+    that predicts ratings). A list is a grid tuned on the validation period. ``fallback``:
+    users without factors get the popularity ranking (``popularity``) or nothing (``none``)."""
 
     name: str
     kind: Literal["als"]
+    fallback: Fallback = "popularity"
     implicit: bool = True
     rank: Positive | list[Positive] = 32
     reg_param: NonNegative | list[NonNegative] = 0.1
@@ -417,10 +420,12 @@ class AlsModel(_Strict):
 
 class ItemKnnModel(_Strict):
     """Item-item cosine on train co-occurrence with each item's top ``neighbours``; a list is
-    a grid tuned on the validation period."""
+    a grid tuned on the validation period. ``fallback``: users without any neighbour score get
+    the popularity ranking (``popularity``) or nothing (``none``)."""
 
     name: str
     kind: Literal["item_knn"]
+    fallback: Fallback = "popularity"
     neighbours: Positive | list[Positive] = 100
 
 

@@ -68,7 +68,7 @@ from receval_spark.metrics.offpolicy import (
     off_policy_sums,
 )
 from receval_spark.metrics.rating import rating_errors, rating_metrics
-from receval_spark.models import Scorer, fit_model
+from receval_spark.models import Scorer, fallback_users, fit_model
 from receval_spark.models.als import als_item_embeddings
 from receval_spark.models.popularity import popularity_candidates
 from receval_spark.models.random import random_candidates
@@ -126,7 +126,7 @@ from receval_spark.stats import (
     t_interval,
     wilcoxon_pvalue,
 )
-from receval_spark.topk import rank_candidates, top_k
+from receval_spark.topk import rank_candidates, sampled_top_k
 from receval_spark.tuning import tune
 
 JOB_STAGES = ("read", "split", "tune", "top_k", "accuracy", "beyond", "statistics", "checks")
@@ -365,6 +365,11 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
 
     ranked_all = persist(_rank_models(users))
     ranked_all.count()  # materialises the lists every later stage reads
+    served = {name: fallback_users(s, users) for name, s in scorers.items()}
+    if any(f is not None for f in served.values()):  # evaluated users each fallback served
+        split_summary["fallback_users"] = {
+            name: f.count() for name, f in served.items() if f is not None
+        }
     clock.lap("top_k")
     models = spark.createDataFrame([(m.name,) for m in config.models], "model string")
     accuracy = _accuracy_per_user(
@@ -564,8 +569,10 @@ def sampled_protocol(
     settings: EvaluationConfig,
 ) -> tuple[list[MetricRow], DataFrame | None]:
     """Accuracy under ``sampled_<N>``: each user's relevant test items ranked together with N
-    seeded negatives (:func:`sampled_candidates`) by every model that scores any item.
-    Returns the macro rows (labelled with the protocol) and the per-user table."""
+    seeded negatives (:func:`sampled_candidates`) by every model that scores any item, users a
+    model cannot score left without a list and equal scores ordered by a seeded hash
+    (:func:`receval_spark.topk.sampled_top_k`). Returns the macro rows (labelled with the
+    protocol) and the per-user table."""
     n = sampled_negatives(protocol)
     pairs = persist(
         sampled_candidates(interactions, history, truth, users, n=n, seed=settings.seed)
@@ -576,7 +583,9 @@ def sampled_protocol(
     ranked = persist(
         union_all(
             [
-                top_k(s.scores(pairs), k=max(settings.k)).withColumn("model", F.lit(name))
+                sampled_top_k(s.scores(pairs), k=max(settings.k), seed=settings.seed).withColumn(
+                    "model", F.lit(name)
+                )
                 for name, s in scoring.items()
             ]
         )

@@ -6,6 +6,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from receval_spark.schema import ITEM, RANK, SCORE, USER
+from receval_spark.split import seeded_hash
 
 
 def filter_seen_items(candidates: DataFrame, seen: DataFrame) -> DataFrame:
@@ -31,3 +32,23 @@ def rank_candidates(candidates: DataFrame, *, k: int, seen: DataFrame | None) ->
     if seen is not None:
         candidates = filter_seen_items(candidates, seen)
     return top_k(candidates, k=k)
+
+
+def sampled_top_k(scores: DataFrame, *, k: int, seed: int) -> DataFrame:
+    """R_k(u) of a sampled protocol (DESIGN §7): (user_id, item_id, score, rank), rank 1..k.
+
+    A user whose every score is null (the model cannot score the user) gets no list, so scores
+    0 on every metric, as under ``full``. Order: score descending (an unscored item last), equal
+    scores by a seeded hash of (seed, user, item), never by item id, so an item's id cannot lift
+    it above the items it ties with; item id only breaks a 64-bit hash collision.
+    """
+    scored = Window.partitionBy(USER)
+    order = Window.partitionBy(USER).orderBy(
+        F.col(SCORE).desc_nulls_last(), seeded_hash(seed, USER, ITEM), F.col(ITEM).asc()
+    )
+    return (
+        scores.withColumn("_scored", F.count(SCORE).over(scored))
+        .filter(F.col("_scored") > 0)
+        .select(USER, ITEM, SCORE, F.row_number().over(order).alias(RANK))
+        .filter(F.col(RANK) <= k)
+    )

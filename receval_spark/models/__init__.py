@@ -13,7 +13,12 @@ from receval_spark.cache import persist
 from receval_spark.config import ModelConfig
 from receval_spark.models.als import als_candidates, als_scores, fit_als
 from receval_spark.models.bias import PREDICTION, bias_predictions
-from receval_spark.models.item_knn import item_knn_candidates, item_knn_scores, item_neighbours
+from receval_spark.models.item_knn import (
+    item_knn_candidates,
+    item_knn_scores,
+    item_knn_users,
+    item_neighbours,
+)
 from receval_spark.models.oracle import oracle_candidates, oracle_scores
 from receval_spark.models.popularity import popularity_candidates, popularity_scores
 from receval_spark.models.random import random_candidates, random_scores
@@ -25,13 +30,55 @@ Transform = Callable[[DataFrame], DataFrame]
 @dataclass(frozen=True)
 class Scorer:
     """One model fitted on one history. ``candidates(users)``: enough best items per user to
-    leave k after seen-item filtering; ``scores(pairs)``: a score for any (user, item) pair
-    (None: the model only has its own lists); ``ratings(pairs)``: (user_id, item_id,
-    prediction) for models that predict ratings."""
+    leave k after seen-item filtering; ``scores(pairs)``: a score for any (user, item) pair,
+    null for every pair of a user the model cannot score (None: the model only has its own
+    lists); ``ratings(pairs)``: (user_id, item_id, prediction) for models that predict ratings;
+    ``scorable(users)``: the users of ``users`` the model itself can score (None: all);
+    ``fallback``: the model that serves the other users (None: nobody serves them)."""
 
     candidates: Transform | None
     scores: Transform | None = None
     ratings: Transform | None = None
+    scorable: Transform | None = None
+    fallback: str | None = None
+
+
+def fallback_users(scorer: Scorer, users: DataFrame) -> DataFrame | None:
+    """(user_id): the users of ``users`` the scorer's fallback serves (None without one)."""
+    if scorer.fallback is None or scorer.scorable is None:
+        return None
+    return users.select(USER).join(scorer.scorable(users), on=USER, how="left_anti")
+
+
+def candidate_model(
+    candidates: Transform,
+    scores: Transform,
+    scorable: Transform,
+    *,
+    fallback: str,
+    history: DataFrame,
+    k: int,
+    seen: DataFrame | None,
+    ratings: Transform | None = None,
+) -> Scorer:
+    """A candidate model (ALS, item-kNN) whose users outside ``scorable`` get nothing
+    (``fallback: none``) or are served by the popularity baseline on the same history
+    (``fallback: popularity``, DESIGN §4): its candidates, so the same seen-item filtering
+    and ties as the ``popularity`` model, and its scores of sampled pairs."""
+    if fallback == "none":
+        return Scorer(candidates, scores, ratings, scorable=scorable)
+
+    def served(users: DataFrame) -> DataFrame:
+        others = users.select(USER).join(scorable(users), on=USER, how="left_anti")
+        return candidates(users).unionByName(popularity_candidates(history, others, k=k, seen=seen))
+
+    def scored(pairs: DataFrame) -> DataFrame:
+        able = scorable(pairs.select(USER).distinct())
+        own = scores(pairs.join(able, on=USER, how="left_semi"))
+        filled = popularity_scores(history, pairs.join(able, on=USER, how="left_anti"))
+        return own.unionByName(filled)
+
+    return Scorer(served, scored, ratings, scorable=scorable, fallback=fallback)
 
 
 def most_seen(seen: DataFrame | None) -> int:
@@ -73,9 +120,14 @@ def fit_model(
         )
     if kind == "item_knn":
         similar = persist(item_neighbours(history, neighbours=model.neighbours))
-        return Scorer(
+        return candidate_model(
             lambda users: item_knn_candidates(history, users, similar),
             lambda pairs: item_knn_scores(history, pairs, similar),
+            lambda users: item_knn_users(history, users, similar),
+            fallback=model.fallback,
+            history=history,
+            k=k,
+            seen=seen,
         )
     if kind == "als":
         fitted = fit_als(
@@ -95,10 +147,15 @@ def fit_model(
         def ratings(pairs: DataFrame) -> DataFrame:
             return scores(pairs).withColumnRenamed(SCORE, PREDICTION)
 
-        return Scorer(
+        return candidate_model(
             lambda users: als_candidates(fitted, users, m=m),
             scores,
-            None if model.implicit else ratings,
+            lambda users: users.select(USER).join(fitted.user_ids, on=USER, how="left_semi"),
+            fallback=model.fallback,
+            history=history,
+            k=k,
+            seen=seen,
+            ratings=None if model.implicit else ratings,
         )
     if kind == "bias":
         return Scorer(

@@ -6,34 +6,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyspark.ml.recommendation import ALS, ALSModel
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
+from receval_spark.cache import persist
+from receval_spark.models.common import dense_ids
 from receval_spark.schema import ITEM, RATING, SCORE, USER
 
-_INT_TYPES = (T.IntegerType, T.ShortType, T.ByteType)
 # users (and items) per block of the blocked top-m product: a block's score matrix and its
 # per-user top-m queues stay small (Spark's default 4096 ran a 1 GiB driver out of heap with
 # m ~ 2,700 on ml-latest-small)
 BLOCK_SIZE = 1024
-
-
-def _item_ids(history: DataFrame) -> DataFrame:
-    """(item_id, _item): the id itself when it is a 32-bit integer, else a 0-based number in
-    id order (one catalogue-sized window)."""
-    items = history.select(ITEM).distinct()
-    if isinstance(history.schema[ITEM].dataType, _INT_TYPES):
-        return items.withColumn("_item", F.col(ITEM).cast("int"))
-    return items.withColumn("_item", (F.row_number().over(Window.orderBy(ITEM)) - 1).cast("int"))
-
-
-def _user_id(history: DataFrame) -> Column:
-    """The user id when it is a 32-bit integer, else a 31-bit hash of it (a rare collision
-    merges two users' rows, which barely moves the item factors)."""
-    if isinstance(history.schema[USER].dataType, _INT_TYPES):
-        return F.col(USER).cast("int")
-    return F.pmod(F.xxhash64(USER), F.lit(2**31 - 1)).cast("int")
 
 
 def als_item_embeddings(
@@ -64,7 +47,8 @@ def als_item_embeddings(
 
 @dataclass(frozen=True)
 class FittedAls:
-    """A fitted Spark ML ALS model and the id maps between the log's ids and ALS's ints."""
+    """A fitted Spark ML ALS model and the id maps between the log's ids and ALS's ints: the
+    users and items of the training rows, each numbered 0..n-1 (:func:`dense_ids`)."""
 
     model: ALSModel
     user_ids: DataFrame  # (user_id, _user)
@@ -83,19 +67,22 @@ def fit_als(
 ) -> FittedAls:
     """ALS on ``history``. Implicit: confidence 1 + alpha · (number of interactions of the
     user with the item) (Hu, Koren, Volinsky 2008); explicit: the mean train rating of each
-    (user, item) (rows without a rating are left out). Fitting runs Spark jobs."""
-    item_ids = _item_ids(history)
-    user_ids = history.select(USER).distinct().withColumn("_user", _user_id(history))
-    columns = [USER, ITEM] if implicit else [USER, ITEM, RATING]  # implicit logs may lack ratings
-    rows = history.select(*columns).join(item_ids, on=ITEM).join(user_ids, on=USER)
-    if implicit:
-        training = rows.groupBy("_user", "_item").agg(F.count(F.lit(1)).cast("float").alias("_r"))
+    (user, item) (rows without a rating are left out). Users and items get dense,
+    collision-free 32-bit numbers (:func:`dense_ids`), whatever the type of the log's ids, so
+    no two users (or items) are ever fitted as one. Fitting runs Spark jobs."""
+    if implicit:  # implicit logs may lack ratings
+        rows = history.select(USER, ITEM)
     else:
-        training = (
-            rows.filter(F.col(RATING).isNotNull())
-            .groupBy("_user", "_item")
-            .agg(F.avg(RATING).cast("float").alias("_r"))
+        rows = history.select(USER, ITEM, RATING).filter(F.col(RATING).isNotNull())
+    user_ids = persist(dense_ids(rows, USER, name="_user"))  # read by every later join
+    item_ids = persist(dense_ids(rows, ITEM, name="_item"))
+    numbered = rows.join(item_ids, on=ITEM).join(user_ids, on=USER)
+    if implicit:
+        training = numbered.groupBy("_user", "_item").agg(
+            F.count(F.lit(1)).cast("float").alias("_r")
         )
+    else:
+        training = numbered.groupBy("_user", "_item").agg(F.avg(RATING).cast("float").alias("_r"))
     model = ALS(
         rank=rank,
         maxIter=max_iter,

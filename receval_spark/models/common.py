@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from receval_spark.schema import ITEM, USER
+
+# hash buckets of :func:`dense_ids`: a fixed number, so the numbering is a function of the id set
+# alone (not of the partitioning or of spark.sql.shuffle.partitions)
+ID_BUCKETS = 256
+MAX_INT = 2**31 - 1
 
 
 def ranks_needed(users: DataFrame, *, k: int, seen: DataFrame | None) -> DataFrame:
@@ -16,4 +21,34 @@ def ranks_needed(users: DataFrame, *, k: int, seen: DataFrame | None) -> DataFra
     return users.join(seen_counts, on=USER, how="left").select(
         USER,
         (F.lit(k) + F.coalesce(F.col("_n_seen"), F.lit(0))).cast("int").alias("_needed"),
+    )
+
+
+def dense_ids(ids: DataFrame, column: str, *, name: str) -> DataFrame:
+    """(column, name int): the distinct values of ``column`` numbered 0..n-1, one number per
+    value (collision-free, no value merged with another), all in Spark.
+
+    A value's bucket is xxhash64(value) mod 256; its number is the number of values in the
+    buckets before its own plus its position (by value) within its bucket. Each bucket is
+    numbered by its own ``row_number`` window (no single-partition window over the ids), the
+    bucket sizes are a 256-row table, and the result depends only on the set of values. More
+    than 2^31 - 1 values is an error (Spark ML ALS takes 32-bit ids).
+    """
+    distinct = (
+        ids.select(column)
+        .distinct()
+        .withColumn("_bucket", F.pmod(F.xxhash64(column), F.lit(ID_BUCKETS)))
+    )
+    sizes = distinct.groupBy("_bucket").agg(F.count(F.lit(1)).alias("_size"))
+    before = Window.orderBy("_bucket").rowsBetween(Window.unboundedPreceding, -1)
+    offsets = sizes.select(
+        "_bucket", F.coalesce(F.sum("_size").over(before), F.lit(0)).alias("_offset")
+    )
+    within = Window.partitionBy("_bucket").orderBy(column)
+    number = F.col("_offset") + F.row_number().over(within) - 1
+    return distinct.join(F.broadcast(offsets), on="_bucket").select(
+        column,
+        F.when(number <= MAX_INT, number.cast("int"))
+        .otherwise(F.raise_error(F.lit(f"more than {MAX_INT} distinct {column} values")))
+        .alias(name),
     )

@@ -66,11 +66,33 @@ def item_knn_candidates(history: DataFrame, users: DataFrame, neighbours: DataFr
     )
 
 
+def item_knn_users(history: DataFrame, users: DataFrame, neighbours: DataFrame) -> DataFrame:
+    """(user_id): the users of ``users`` item-kNN can score: some train item of theirs has a
+    neighbour (exactly the users :func:`item_knn_candidates` gives rows)."""
+    described = neighbours.select(ITEM).distinct()
+    return (
+        history.select(USER, ITEM)
+        .join(users.select(USER), on=USER, how="left_semi")
+        .join(described, on=ITEM, how="left_semi")
+        .select(USER)
+        .distinct()
+    )
+
+
 def item_knn_scores(history: DataFrame, pairs: DataFrame, neighbours: DataFrame) -> DataFrame:
     """(user_id, item_id, score) for the distinct (user, item) ``pairs``: score(u, j) of the
-    module doc, 0 where no train item of u has j among its neighbours."""
+    module doc, 0 where no train item of u has j among its neighbours, null for every pair of
+    a user item-kNN cannot score (:func:`item_knn_users`: no train item with a neighbour)."""
     pairs = pairs.select(USER, ITEM).distinct()
-    scored = item_knn_candidates(history, pairs.select(USER).distinct(), neighbours)
-    return pairs.join(scored, on=[USER, ITEM], how="left").select(
-        USER, ITEM, F.coalesce(F.col(SCORE), F.lit(0.0)).alias(SCORE)
+    users = pairs.select(USER).distinct()
+    scored = item_knn_candidates(history, users, neighbours)
+    able = item_knn_users(history, users, neighbours).withColumn("_able", F.lit(True))
+    return (
+        pairs.join(scored, on=[USER, ITEM], how="left")
+        .join(able, on=USER, how="left")
+        .select(
+            USER,
+            ITEM,
+            F.when(F.col("_able"), F.coalesce(F.col(SCORE), F.lit(0.0))).alias(SCORE),
+        )
     )

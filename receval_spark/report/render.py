@@ -188,6 +188,13 @@ def headline_k(data: ReportData) -> int | None:
     return 10 if 10 in ks else ks[-1]
 
 
+def model_label(data: ReportData, model: str) -> str:
+    """The model's name, with the users its popularity fallback served when there were any
+    (``runs.split.fallback_users``): "als (+ popularity for 88 users)"."""
+    served = data.run["split"].get("fallback_users", {}).get(model, 0)
+    return f"{model} (+ popularity for {served} users)" if served else model
+
+
 def summary_rows(data: ReportData, k: int) -> list[dict[str, Any]]:
     """Per model: the headline metrics at k on segment ``all`` as (value, interval, marker);
     marker ▲/▼ when the Holm-adjusted paired t-test against the baseline is < 0.05."""
@@ -215,7 +222,7 @@ def summary_rows(data: ReportData, k: int) -> list[dict[str, Any]]:
                 "interval": _interval(r.ci_low, r.ci_high, r.protocol),
                 "marker": marker,
             }
-        rows.append({"model": model, "cells": cells})
+        rows.append({"model": model_label(data, model), "cells": cells})
     return rows
 
 
@@ -243,7 +250,8 @@ def sentences(data: ReportData, k: int) -> list[str]:
             else "Holm-adjusted p"
         )
         text = (
-            f"{r.model} {verb} {r.baseline} on NDCG@{k} by {abs(r.mean_diff):.4f} "
+            f"{model_label(data, r.model)} {verb} {r.baseline} on NDCG@{k} "
+            f"by {abs(r.mean_diff):.4f} "
             f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}] over {r.n_users} users "
             f"({adjusted} = {r.p_holm:.2g}{'' if significant else ', not significant'})"
         )

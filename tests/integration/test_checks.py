@@ -223,12 +223,12 @@ def test_a_model_without_rows_for_cold_users_scores_zero_there(spark, tmp_path):
 
 
 def test_peer_definitions_report_their_four_metrics_and_recommenders_drops_users(spark, tmp_path):
-    """Cold users 5 and 6 get no ALS list: under spark_mllib they count (0) as every user
-    does; under recommenders they are dropped from ALS's averages (their inner join), so the
-    same-users check is replaced by a warning."""
+    """Cold users 5 and 6 get no ALS list (``fallback: none``): under spark_mllib they count
+    (0) as every user does; under recommenders they are dropped from ALS's averages (their
+    inner join), so the same-users check is replaced by a warning."""
     models = [
         {"name": "popularity", "kind": "popularity"},
-        {"name": "als", "kind": "als", "rank": 2, "max_iter": 5},
+        {"name": "als", "kind": "als", "rank": 2, "max_iter": 5, "fallback": "none"},
     ]
     counts = {}
     for definitions in ("spark_mllib", "recommenders"):

@@ -87,20 +87,26 @@ def value(evaluation, model, metric, protocol="full", segment="all"):
     return row
 
 
-def test_als_and_item_knn_beat_popularity_on_warm_users_only(ranking):
+def test_als_and_item_knn_beat_popularity_on_warm_users_and_serve_cold_ones_by_it(ranking):
     """Two thirds of ml-100k's test users after 1998-03-01 have no train interaction: ALS and
-    item-kNN cannot recommend to them (NDCG 0), popularity can, so over all users popularity
-    wins; over warm users both candidate models beat it (README, Candidate models)."""
+    item-kNN cannot score them, so ``fallback: popularity`` (the default) gives them
+    popularity's lists (the same per-user values, counted in ``runs.split.fallback_users``)
+    and the warm segment is the models alone, where both beat popularity (README, Candidate
+    models); with the fallback they also beat it over all users."""
     for segment in ("all", "warm"):
         assert (
             value(ranking, "random", "ndcg", segment=segment).value
             < value(ranking, "popularity", "ndcg", segment=segment).value
         )
+    cold = value(ranking, "popularity", "ndcg", segment="cold")
+    assert ranking.split["fallback_users"] == {"als": cold.n_users, "item_knn": cold.n_users}
     for model in ("als", "item_knn"):
         warm = value(ranking, model, "ndcg", segment="warm").value
         assert warm > value(ranking, "popularity", "ndcg", segment="warm").value, model
-        assert value(ranking, model, "ndcg", segment="cold").value == 0.0
-        assert value(ranking, model, "ndcg").value < value(ranking, "popularity", "ndcg").value
+        for protocol in ("full", "sampled_100"):
+            served = value(ranking, model, "ndcg", protocol, segment="cold").value
+            assert served == value(ranking, "popularity", "ndcg", protocol, segment="cold").value
+        assert value(ranking, model, "ndcg").value > value(ranking, "popularity", "ndcg").value
 
 
 def test_grids_are_tuned_on_validation_and_recorded(ranking):

@@ -1,10 +1,12 @@
-"""ALS candidates (models/als.py::als_candidates) on two clear taste groups."""
+"""ALS candidates (models/als.py::als_candidates) on two clear taste groups, and its ids."""
 
 from __future__ import annotations
 
 import pytest
+from pyspark.sql import functions as F
 
 from receval_spark.models.als import als_candidates, als_scores, fit_als
+from receval_spark.models.common import dense_ids
 
 # users 0-9 like items 100-104, users 10-19 items 200-204; each user misses one item of
 # their group, which ALS must rank above the other group's items. Explicit ratings also need
@@ -50,3 +52,45 @@ def test_als_scores_any_pair_and_leaves_unknown_users_and_items_unscored(spark):
         for r in als_candidates(fitted, pairs.select("user_id"), m=10).collect()
     }
     assert abs(candidates[(0, 100)] - scores[(0, 100)]) < 1e-6  # the same factor dot product
+
+
+def test_als_keeps_users_apart_whose_ids_collided_under_the_old_31_bit_hash(spark):
+    """64-bit user ids 11486 and 46871 both mapped to pmod(xxhash64(id), 2^31 - 1) = 294593864,
+    so ALS fitted their histories as one user and gave both the same list. With dense ids they
+    are two users: two numbers, two factor rows, each ranking its own group's missing item."""
+    old = spark.createDataFrame([(11486,), (46871,)], "user_id long").select(
+        F.pmod(F.xxhash64("user_id"), F.lit(2**31 - 1)).alias("h")
+    )
+    assert {r.h for r in old.collect()} == {294593864}
+    # user 11486 plays like users 0-9 (items 100-103), user 46871 like users 10-19 (200-203)
+    rows = LIKES + [(11486, 100 + i, 5.0) for i in range(4)]
+    rows += [(46871, 200 + i, 5.0) for i in range(4)]
+    history = spark.createDataFrame(rows, "user_id long, item_id long, rating double")
+    fitted = fit_als(history, rank=2, max_iter=10, reg_param=0.1, alpha=10.0, implicit=True, seed=3)
+
+    numbers = {r.user_id: r._user for r in fitted.user_ids.collect()}
+    assert len(numbers) == 22 and sorted(numbers.values()) == list(range(22))
+    factors = {r.id: r.features for r in fitted.model.userFactors.collect()}  # one row per ALS user
+    assert factors[numbers[11486]] != factors[numbers[46871]]
+    users = spark.createDataFrame([(11486,), (46871,)], "user_id long")
+    best = {}
+    for r in als_candidates(fitted, users, m=5).collect():
+        seen = set(range(100, 104)) if r.user_id == 11486 else set(range(200, 204))
+        if r.item_id not in seen and r.score > best.get(r.user_id, (-1e9, 0))[0]:
+            best[r.user_id] = (r.score, r.item_id)
+    assert best[11486][1] == 104 and best[46871][1] == 204
+
+
+def test_dense_ids_number_every_distinct_id_once_whatever_the_partitioning(spark):
+    ids = [(11486,), (46871,), (11486,), (-5,), (2**40,), (7,)]
+    frame = spark.createDataFrame(ids, "user_id long")
+
+    def numbering(df):
+        return {r.user_id: r._user for r in dense_ids(df, "user_id", name="_user").collect()}
+
+    got = numbering(frame)
+    assert sorted(got) == [-5, 7, 11486, 46871, 2**40]
+    assert sorted(got.values()) == [0, 1, 2, 3, 4]
+    assert numbering(frame.repartition(5)) == got == numbering(frame.orderBy(F.desc("user_id")))
+    strings = spark.createDataFrame([(f"u{i}",) for i in range(1000)], "user_id string")
+    assert sorted(numbering(strings).values()) == list(range(1000))

@@ -1,10 +1,13 @@
-"""Built-in models: popularity, seeded random, oracle."""
+"""Built-in models: popularity, seeded random, oracle; the fallback of candidate models."""
 
 from __future__ import annotations
 
+import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
+from receval_spark.config import AlsModel, ItemKnnModel, PopularityModel
+from receval_spark.models import fallback_users, fit_model
 from receval_spark.models.oracle import oracle_candidates
 from receval_spark.models.popularity import item_popularity, popularity_candidates
 from receval_spark.models.random import random_candidates
@@ -178,3 +181,49 @@ def test_oracle_candidates_are_the_relevant_items_scored_by_grade(spark):
         ignore_row_order=True,
         ignore_nullable=True,
     )
+
+
+# ---------------------------------------------------------------- fallback of candidate models
+
+
+def _lists(ranked):
+    return {
+        r["user_id"]: [(i["item_id"], i["score"]) for i in r["items"]]
+        for r in ranked.groupBy("user_id")
+        .agg(F.sort_array(F.collect_list(F.struct("rank", "item_id", "score"))).alias("items"))
+        .collect()
+    }
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        AlsModel(name="als", kind="als", rank=2, max_iter=3),
+        ItemKnnModel(name="item_knn", kind="item_knn", neighbours=5),
+    ],
+    ids=["als", "item_knn"],
+)
+def test_cold_users_get_exactly_the_popularity_list_under_the_fallback_and_none_without(
+    spark, model
+):
+    """Users 5 and 6 have no train rows: ``fallback: popularity`` (the default) gives them
+    popularity's own top-k (same scores, ties, seen filtering), ``none`` gives them nothing;
+    the warm users' lists are the model's alone either way, and the fallback counts them."""
+    history = spark.createDataFrame(HISTORY, PAIRS)
+    users = users_frame(spark, [1, 2, 3, 5, 6])
+    truth = spark.createDataFrame([], "user_id int, item_id int, grade double")
+
+    def ranked(config):
+        scorer = fit_model(config, history=history, truth=truth, k=2, seen=history)
+        return scorer, _lists(rank_candidates(scorer.candidates(users), k=2, seen=history))
+
+    popularity = ranked(PopularityModel(name="p", kind="popularity"))[1]
+    assert model.fallback == "popularity"
+    served, with_fallback = ranked(model)
+    alone, without = ranked(model.model_copy(update={"fallback": "none"}))
+
+    assert with_fallback[5] == with_fallback[6] == popularity[5] == [(10, 3.0), (11, 2.0)]
+    assert 5 not in without and 6 not in without
+    assert {u: v for u, v in with_fallback.items() if u < 5} == without
+    assert sorted(r.user_id for r in fallback_users(served, users).collect()) == [5, 6]
+    assert fallback_users(alone, users) is None

@@ -14,6 +14,7 @@ from receval_spark.report.render import (
     render,
     sentences,
     split_parts,
+    summary_rows,
 )
 
 
@@ -262,3 +263,23 @@ def test_a_rating_task_report_has_no_cut_off():
     _, markdown = render(rating)
     assert "## Summary\n\n| model | rmse | mae |" in markdown
     assert "| bias | 0.9800  | 0.7800  |" in markdown  # no interval given
+
+
+def test_a_model_served_by_the_popularity_fallback_is_labelled_with_its_user_count():
+    base = data()
+    split = {**base.run["split"], "fallback_users": {"knn": 88, "other": 0}}
+    labelled = dataclasses.replace(base, run={**base.run, "split": split})
+
+    said = sentences(labelled, 10)
+    assert said[0].startswith("knn (+ popularity for 88 users) beats popularity on NDCG@10")
+    assert said[1].startswith("random trails")  # no fallback: the bare name
+    assert [r["model"] for r in summary_rows(labelled, 10)] == [
+        r["model"] if r["model"] != "knn" else "knn (+ popularity for 88 users)"
+        for r in summary_rows(base, 10)
+    ]
+    html, markdown = render(labelled)
+    assert (
+        "knn (+ popularity for 88 users)" in html
+        and "| knn (+ popularity for 88 users) |" in markdown
+    )
+    assert "fallback_users" not in str(split_parts(split))

@@ -7,11 +7,13 @@ import math
 import pytest
 from pyspark.sql import functions as F
 
-from receval_spark.config import PopularityModel
+from receval_spark.config import AlsModel, EvaluationConfig, ItemKnnModel, PopularityModel
 from receval_spark.metrics.accuracy import per_user_accuracy
+from receval_spark.metrics.beyond import item_statistics
 from receval_spark.models import fit_model
-from receval_spark.pipeline import sampled_candidates
-from receval_spark.topk import rank_candidates, top_k
+from receval_spark.pipeline import sampled_candidates, sampled_protocol
+from receval_spark.relevance import user_segments
+from receval_spark.topk import rank_candidates, sampled_top_k, top_k
 
 SCHEMA = "user_id int, item_id int"
 # train popularity (distinct users): 10 -> 5, 11 -> 4, 12 -> 3, 13 -> 2, 14 -> 1
@@ -87,3 +89,121 @@ def test_negatives_are_never_interacted_train_items_and_do_not_depend_on_partiti
     assert draw(3, 1) == draw(3, 4)
     assert len({tuple(draw(seed, 2)) for seed in range(8)}) > 1  # the seed matters
     assert everything.filter(F.col("item_id") == 14).count() == 1  # the positive, once
+
+
+# ------------------------------------------- users a model cannot score, and equal scores
+
+NEGATIVES = range(10, 201)  # 191 train items
+WARM = range(100, 120)  # 20 warm users, 10 items each; user 7 is cold (no train rows)
+
+
+def counter_example(spark, positive):
+    """Issue 18's counter-example: cold user 7 likes ``positive`` (3 or 999, a train item of
+    users 100 and 101); the other train items, 10..200, are its possible negatives."""
+    train = [(100 + j, 10 + (10 * j + t) % 191) for j in range(len(WARM)) for t in range(10)]
+    train += [(100, positive), (101, positive)]
+    history = spark.createDataFrame(train, SCHEMA)
+    truth = spark.createDataFrame([(7, positive, 1.0)], "user_id int, item_id int, grade double")
+    interactions = history.unionByName(spark.createDataFrame([(7, positive)], SCHEMA))
+    return interactions, history, truth
+
+
+def sampled_scores(spark, positive, models):
+    """{(model, metric): user 7's value@10} under sampled_100, and the sampled pairs."""
+    interactions, history, truth = counter_example(spark, positive)
+    users = truth.select("user_id").distinct()
+    settings = EvaluationConfig(
+        k=[10], metrics=["ndcg", "hit_rate", "mrr"], segments=[], protocol=["sampled_100"]
+    )
+    scorers = {
+        m.name: fit_model(m, history=history, truth=truth, k=10, seen=history) for m in models
+    }
+    _, per_user = sampled_protocol(
+        "sampled_100",
+        scorers=scorers,
+        interactions=interactions,
+        history=history,
+        truth=truth,
+        users=users,
+        segments=user_segments(users, history, segments=[]),
+        catalogue=item_statistics(history),
+        settings=settings,
+    )
+    values = {(r.model, r.metric): r.value for r in per_user.filter("segment = 'all'").collect()}
+    pairs = sampled_candidates(interactions, history, truth, users, n=100, seed=settings.seed)
+    return values, scorers, pairs
+
+
+def candidate_models(fallback):
+    return [
+        AlsModel(name="als", kind="als", rank=2, max_iter=2, fallback=fallback),
+        ItemKnnModel(name="item_knn", kind="item_knn", neighbours=20, fallback=fallback),
+    ]
+
+
+@pytest.mark.parametrize("positive", [3, 999])
+def test_a_cold_user_gets_no_sampled_list_whatever_the_id_of_its_positive(spark, positive):
+    """Before: ALS (null scores) and item-kNN (all 0) tied every candidate and item id
+    ascending decided, so positive 3 ranked first (NDCG = HitRate = MRR = 1) and 999 last (0).
+    Now a user the model cannot score has no list: 0 for both ids, as under ``full``."""
+    values, scorers, pairs = sampled_scores(spark, positive, candidate_models("none"))
+    negatives = [r.item_id for r in pairs.collect() if r.item_id != positive]
+    assert len(negatives) == 100 and set(negatives) <= set(NEGATIVES)
+    for model in ("als", "item_knn"):
+        for metric in ("ndcg", "hit_rate", "mrr"):
+            assert values[(model, metric)] == 0.0, (model, metric)
+        # the old ranking of the same scores: all tied, item id ascending decides
+        tied = top_k(scorers[model].scores(pairs), k=1).collect()
+        assert [r.item_id for r in tied] == [min(positive, *negatives)]
+
+
+@pytest.mark.parametrize("positive", [3, 999])
+def test_the_popularity_fallback_scores_a_cold_user_as_popularity_does(spark, positive):
+    """``fallback: popularity``: the cold user's sampled list is popularity's (its scores on
+    the same sampled items, the same hash order of ties), so its metrics are popularity's."""
+    popularity = PopularityModel(name="popularity", kind="popularity")
+    values, _, _ = sampled_scores(spark, positive, [popularity, *candidate_models("popularity")])
+    for model in ("als", "item_knn"):
+        for metric in ("ndcg", "hit_rate", "mrr"):
+            assert values[(model, metric)] == values[("popularity", metric)], (model, metric)
+    # the positive has 2 train users, as items 10-18 (10 + (10 j + t) mod 191 wraps onto
+    # them), the other negatives 1: it ties with 9 items for the top 10
+    assert values[("popularity", "hit_rate")] == 1.0 and values[("popularity", "mrr")] >= 0.1
+
+
+def test_equal_scores_are_ordered_by_a_seeded_hash_not_by_item_id(spark):
+    """200 users score the same 192 items equally. By id, item 3 would rank first for every
+    user; under the seeded hash of (seed, user, item) it is first for about 1/192 of them,
+    each user's order differs, and the order depends on the seed, not on the input order."""
+    rows = [(u, i, 1.0) for u in range(200) for i in [3, *NEGATIVES]]
+    scores = spark.createDataFrame(rows, "user_id int, item_id int, score double")
+
+    def orders(frame, seed):
+        ranked = sampled_top_k(frame, k=192, seed=seed)
+        return {
+            r.user_id: [i.item_id for i in r.items]
+            for r in ranked.groupBy("user_id")
+            .agg(F.sort_array(F.collect_list(F.struct("rank", "item_id"))).alias("items"))
+            .collect()
+        }
+
+    by_hash = orders(scores, 42)
+    assert len(by_hash) == 200 and all(len(v) == 192 for v in by_hash.values())
+    ranks_of_3 = [items.index(3) + 1 for items in by_hash.values()]
+    assert sum(r == 1 for r in ranks_of_3) <= 5
+    assert 60 < sum(ranks_of_3) / len(ranks_of_3) < 130  # about (1 + 192) / 2
+    assert len({tuple(v) for v in by_hash.values()}) == 200  # one order per user
+    shuffled = spark.createDataFrame(list(reversed(rows)), scores.schema).repartition(7)
+    assert orders(shuffled, 42) == by_hash
+    assert orders(scores, 43) != by_hash
+
+
+def test_unscored_items_rank_last_and_a_user_without_any_score_has_no_list(spark):
+    scores = spark.createDataFrame(
+        [(1, 10, None), (1, 11, 0.5), (1, 12, 0.9), (2, 10, None), (2, 11, None)],
+        "user_id int, item_id int, score double",
+    )
+    ranked = {
+        (r.user_id, r.item_id): r["rank"] for r in sampled_top_k(scores, k=5, seed=1).collect()
+    }
+    assert ranked == {(1, 12): 1, (1, 11): 2, (1, 10): 3}

@@ -234,7 +234,10 @@ def sessions(config_path: str, overrides: tuple[str, ...], remote: str | None) -
     )
     for row in sorted(evaluation.metrics, key=lambda r: (r.model, r.metric, r.k or 0)):
         percent = row.metric in ("recall", "mrr")  # as the papers' tables
-        value = f"{100 * row.value:6.2f}%" if percent else f"{row.value:.4f}"
+        if row.value is None:  # popularity bias of a model without any list
+            value = "n/a"
+        else:
+            value = f"{100 * row.value:6.2f}%" if percent else f"{row.value:.4f}"
         click.echo(f"  {row.model:<16} {row.metric + '@' + str(row.k):<20} {value}")
     return _finish(evaluation)
 

@@ -613,11 +613,13 @@ class SessionPreprocessing(_Strict):
 
     min_session_length: int = Field(default=2, ge=1)
     min_item_support: int = Field(default=5, ge=1)
-    repeat_until_stable: bool = True
-    test_days: float | None = Field(
-        default=1.0, gt=0
-    )  # test = sessions starting in the last N days
-    cutoff: Timepoint | None = None  # or: test = sessions starting at or after this time
+    repeat_until_stable: bool = True  # filter rounds until one removes nothing (no cap)
+    # boundary = last click - test_days, or cutoff; end: train = sessions ending before it,
+    # test = the rest; start: test = sessions starting after it, train = sessions ending
+    # before it, sessions straddling it dropped (counted)
+    split_by: Literal["end", "start"] = "end"
+    test_days: float | None = Field(default=1.0, gt=0)  # the boundary: last click - N days
+    cutoff: Timepoint | None = None  # or: the boundary at this time
     recent_fraction: float | None = Field(default=None, gt=0, le=1)  # Yoochoose 1/64: 0.015625
 
     @model_validator(mode="after")
@@ -659,12 +661,24 @@ class SessionPopModel(_Strict):
 
 
 class ItemKnnSessionModel(_Strict):
-    """Item-KNN: items by cosine of session co-occurrence with the prefix's last item,
-    |S_i ∩ S_j| / sqrt(|S_i| |S_j|) over train sessions; ties by item id."""
+    """Item-KNN: items by the shrunk cosine of session co-occurrence with the prefix's last
+    item, |S_i ∩ S_j| / (sqrt(|S_i| |S_j|) + shrinkage) over train sessions (shrinkage 0: the
+    cosine); ties by item id."""
 
     name: str
     kind: Literal["item-knn"]
     neighbours: int = Field(default=100, ge=1)
+    shrinkage: float = Field(default=0.0, ge=0)  # lambda of GRU4Rec's item-kNN baseline
+
+
+class SrSessionModel(_Strict):
+    """SR (sequential rules, session-rec): rule a -> b weighted 1/d for every train click b
+    that follows a click a by d = 1..window positions in a session; items by the summed
+    weight of the rules from the prefix's last item; ties by item id."""
+
+    name: str
+    kind: Literal["sr"]
+    window: int = Field(default=10, ge=1, le=50)  # le 50: exact rational weights (decimal)
 
 
 class MarkovSessionModel(_Strict):
@@ -695,6 +709,7 @@ SessionModelConfig = Annotated[
     | SessionPopModel
     | ItemKnnSessionModel
     | MarkovSessionModel
+    | SrSessionModel
     | ExternalSessionModel,
     Field(discriminator="kind"),
 ]

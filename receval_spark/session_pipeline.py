@@ -25,6 +25,7 @@ from receval_spark.config import (
     SessionJobConfig,
     SessionModelConfig,
     SessionPopModel,
+    SrSessionModel,
 )
 from receval_spark.errors import InputError
 from receval_spark.io import read_table, reading
@@ -45,6 +46,7 @@ from receval_spark.models.session import (
     markov_lists,
     pop_lists,
     s_pop_lists,
+    sr_lists,
 )
 from receval_spark.pipeline import commit_run
 from receval_spark.report.tables import Check, MetricRow
@@ -117,9 +119,13 @@ def session_lists(
     if isinstance(model, SessionPopModel):
         return s_pop_lists(events, test, train, k=k)
     if isinstance(model, ItemKnnSessionModel):
-        return item_knn_lists(events, train, k=k, neighbours=model.neighbours)
+        return item_knn_lists(
+            events, train, k=k, neighbours=model.neighbours, shrinkage=model.shrinkage
+        )
     if isinstance(model, MarkovSessionModel):
         return markov_lists(events, train, k=k)
+    if isinstance(model, SrSessionModel):
+        return sr_lists(events, train, k=k, window=model.window)
     if isinstance(model, ExternalSessionModel):
         key = f"models.{model.name}"
         raw = read_table(spark, model, key=key)
@@ -162,7 +168,8 @@ def evaluate_sessions(spark: SparkSession, config: SessionJobConfig) -> SessionE
         rows += [_metric_row(r) for r in accuracy.collect() if r["metric"] in wanted]
     exposure_metrics = [m for m in ("coverage", "popularity_bias") if m in wanted]
     if exposure_metrics:
-        rows += [_metric_row(r) for r in _exposure(lists, train, ks, exposure_metrics).collect()]
+        exposure = _exposure(lists, train, models, ks, exposure_metrics)
+        rows += [_metric_row(r) for r in exposure.collect()]
     summary = {**split.params, "steps": split.steps, "prediction_events": n_events}
     test_counts = split.steps[-1]
     expected_events = test_counts["clicks"] - test_counts["sessions"]
@@ -179,9 +186,14 @@ def evaluate_sessions(spark: SparkSession, config: SessionJobConfig) -> SessionE
     )
 
 
-def _exposure(lists: DataFrame, train: DataFrame, ks: list[int], metrics: list[str]) -> DataFrame:
+def _exposure(
+    lists: DataFrame, train: DataFrame, models: DataFrame, ks: list[int], metrics: list[str]
+) -> DataFrame:
     """(model, k, metric, value, n_users, std): coverage and popularity bias of the event
-    lists, each event's list counting as one list; catalogue = items clicked in train."""
+    lists, each event's list counting as one list; catalogue = items clicked in train.
+
+    Every model of ``models`` gets its rows: one without any non-empty list has coverage 0
+    and a null popularity bias (the mean over no list slot), with n_users = 0 lists."""
     by = ["model", "k"]
     keyed = top_k_lists(lists, ks=ks).select(
         *by, F.concat_ws("#", F.col(SESSION), F.col(POSITION)).alias(USER), ITEM
@@ -193,12 +205,23 @@ def _exposure(lists: DataFrame, train: DataFrame, ks: list[int], metrics: list[s
     values = group_statistics(
         blocks, counts, catalogue_totals(history, catalogue), by=by, metrics=metrics
     )
-    return values.join(counts, on=by).select(
-        *by,
-        "metric",
-        "value",
-        F.col("n_lists").alias("n_users"),
-        F.lit(None).cast("double").alias("std"),
+    spark = lists.sparkSession
+    grid = models.crossJoin(spark.createDataFrame([(k,) for k in ks], "k int")).crossJoin(
+        spark.createDataFrame([(m,) for m in metrics], "metric string")
+    )
+    value = F.col("value")
+    return (
+        grid.join(values, on=[*by, "metric"], how="left")
+        .join(counts, on=by, how="left")
+        .select(
+            *by,
+            "metric",
+            F.when(value.isNull() & (F.col("metric") == "coverage"), F.lit(0.0))
+            .otherwise(value)
+            .alias("value"),
+            F.coalesce(F.col("n_lists"), F.lit(0)).alias("n_users"),
+            F.lit(None).cast("double").alias("std"),
+        )
     )
 
 

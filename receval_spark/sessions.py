@@ -15,15 +15,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from receval_spark.config import SessionPreprocessing
 from receval_spark.errors import InputError
 from receval_spark.schema import ITEM, ORDER, POSITION, SESSION, TARGET, TIMESTAMP
 from receval_spark.split import iso
-
-MAX_FILTER_ROUNDS = 20
 
 
 @dataclass(frozen=True)
@@ -72,22 +70,25 @@ def session_starts(clicks: DataFrame) -> DataFrame:
     return clicks.groupBy(SESSION).agg(F.min(TIMESTAMP).alias("start"))
 
 
-def preprocess_sessions(clicks: DataFrame, config: SessionPreprocessing) -> SessionSplit:
-    """The standard protocol on a raw click log, counting clicks/sessions/items after each step.
+def filter_until_stable(
+    clicks: DataFrame, config: SessionPreprocessing, *, n_clicks: int
+) -> tuple[DataFrame, list[dict[str, Any]]]:
+    """Drop sessions shorter than ``min_session_length``, then items with fewer than
+    ``min_item_support`` clicks, in rounds until a round removes nothing
+    (``repeat_until_stable``; no round cap: a round that removes something shrinks the log, so
+    there are at most ``n_clicks`` rounds), else one round and the session filter again
+    (GRU4Rec). Returns the filtered clicks and one counted step per filter.
 
-    1. drop sessions shorter than ``min_session_length``, then items with fewer than
-       ``min_item_support`` clicks; repeated until a round removes nothing
-       (``repeat_until_stable``), else once followed by the session filter again (GRU4Rec);
-    2. split by session start: test = sessions starting at or after ``cutoff``, or after the
-       last click minus ``test_days`` (the last N days); train = the others;
-    3. optionally keep only the most recent ``recent_fraction`` of train sessions (by start);
-    4. drop test clicks on items absent from train, then test sessions left shorter than 2.
-    Raises InputError when train or test ends up empty.
+    Every filter's result is checkpointed (``localCheckpoint``, eager: materialised, lineage
+    cut), so a round's plan is two windows over the previous round's stored rows however many
+    rounds came before.
     """
-    steps = [{"step": "input", **click_counts(clicks)}]
+    steps: list[dict[str, Any]] = []
     current = clicks
-    for round_ in range(1, MAX_FILTER_ROUNDS + 1):
-        before = steps[-1]["clicks"]
+    round_ = 0
+    while True:
+        round_ += 1
+        before = n_clicks
         current = drop_short_sessions(
             current, min_length=config.min_session_length
         ).localCheckpoint()
@@ -106,7 +107,8 @@ def preprocess_sessions(clicks: DataFrame, config: SessionPreprocessing) -> Sess
                 **click_counts(current),
             }
         )
-        if not config.repeat_until_stable or steps[-1]["clicks"] == before:
+        n_clicks = steps[-1]["clicks"]
+        if not config.repeat_until_stable or n_clicks == before:
             break
     if not config.repeat_until_stable:
         current = drop_short_sessions(
@@ -115,14 +117,57 @@ def preprocess_sessions(clicks: DataFrame, config: SessionPreprocessing) -> Sess
         steps.append(
             {"step": "drop sessions left shorter than the minimum", **click_counts(current)}
         )
+    return current, steps
+
+
+def split_labels(clicks: DataFrame, cut: dt.datetime, config: SessionPreprocessing) -> DataFrame:
+    """The clicks with ``_part`` = train, test or straddling, one label per whole session.
+
+    The boundary is ``cut``: a ``cutoff`` starts the test period (a click at it is after it);
+    under ``test_days`` it is the last moment of the train period.
+    ``split_by: end`` (GRU4Rec, session-rec): train = sessions whose last click is before the
+    boundary, test = the rest; nothing is dropped and no train click is after the boundary.
+    ``split_by: start``: test = sessions whose first click is after the boundary, train =
+    sessions whose last click is not after it; a session straddling the boundary is neither
+    split nor leaked into train: it is dropped (its counts are recorded).
+    """
+    cut_at = F.lit(cut)
+
+    def after(t: Column) -> Column:
+        return t >= cut_at if config.cutoff is not None else t > cut_at
+
+    bounds = clicks.groupBy(SESSION).agg(
+        F.min(TIMESTAMP).alias("_start"), F.max(TIMESTAMP).alias("_end")
+    )
+    if config.split_by == "end":
+        part = F.when(F.col("_end") < cut_at, "train").otherwise("test")
+    else:
+        part = (
+            F.when(after(F.col("_start")), "test")
+            .when(~after(F.col("_end")), "train")
+            .otherwise("straddling")
+        )
+    return clicks.join(bounds.select(SESSION, part.alias("_part")), on=SESSION)
+
+
+def preprocess_sessions(clicks: DataFrame, config: SessionPreprocessing) -> SessionSplit:
+    """The standard protocol on a raw click log, counting clicks/sessions/items after each step.
+
+    1. the session and item filters (``filter_until_stable``);
+    2. the time split at the boundary (last click - ``test_days``, or ``cutoff``) by session
+       end or start (``split_by``, see ``split_labels``);
+    3. optionally keep only the most recent ``recent_fraction`` of train sessions (by start);
+    4. drop test clicks on items absent from train, then test sessions left shorter than 2.
+    Raises InputError when train or test ends up empty.
+    """
+    steps = [{"step": "input", **click_counts(clicks)}]
+    current, filtered = filter_until_stable(clicks, config, n_clicks=steps[0]["clicks"])
+    steps += filtered
 
     cut = _cut(current, config)
-    starts = session_starts(current)
-    # a cutoff starts the test period; "the last N days" are those after last click - N days
-    is_test = F.col("start") >= F.lit(cut) if config.cutoff else F.col("start") > F.lit(cut)
-    labelled = current.join(starts, on=SESSION)
-    train = labelled.filter(~is_test).drop("start")
-    test = labelled.filter(is_test).drop("start")
+    labelled = split_labels(current, cut, config).localCheckpoint()
+    train = labelled.filter(F.col("_part") == "train").drop("_part")
+    test = labelled.filter(F.col("_part") == "test").drop("_part")
     if config.recent_fraction is not None:
         train = most_recent_sessions(train, fraction=config.recent_fraction)
         steps.append(
@@ -135,6 +180,15 @@ def preprocess_sessions(clicks: DataFrame, config: SessionPreprocessing) -> Sess
     train = train.localCheckpoint()
     steps.append({"step": "time split", "part": "train", **click_counts(train)})
     steps.append({"step": "time split", "part": "test", **click_counts(test)})
+    if config.split_by == "start":
+        straddling = labelled.filter(F.col("_part") == "straddling")
+        steps.append(
+            {
+                "step": "time split: drop sessions straddling the boundary",
+                "part": "straddling",
+                **click_counts(straddling),
+            }
+        )
     test = test.join(train.select(ITEM).distinct(), on=ITEM, how="left_semi")
     steps.append(
         {"step": "drop test clicks on items not in train", "part": "test", **click_counts(test)}

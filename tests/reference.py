@@ -16,6 +16,7 @@ import functools
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -636,10 +637,18 @@ def counts(clicks: pd.DataFrame) -> dict[str, int]:
 
 
 def preprocess_sessions(
-    clicks: pd.DataFrame, *, min_length: int, min_support: int, test_days: float
+    clicks: pd.DataFrame,
+    *,
+    min_length: int,
+    min_support: int,
+    test_days: float,
+    split_by: str = "end",
 ) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
-    """Filter sessions and items until stable, split by session start (test: start later than
-    last click - test_days), drop test clicks on unseen items and short test sessions."""
+    """Filter sessions and items until stable; split at cut = last click - test_days: by end,
+    train = sessions whose last click is before cut, test = the others; by start, test =
+    sessions starting after cut, train = sessions ending at or before it, the sessions in
+    between dropped (counted after the test part); drop test clicks on unseen items and
+    short test sessions."""
     steps = [counts(clicks)]
     while True:
         before = len(clicks)
@@ -653,8 +662,13 @@ def preprocess_sessions(
             break
     cut = clicks["time"].max() - pd.Timedelta(days=test_days)
     start = clicks.groupby("session_id")["time"].transform("min")
-    train, test = clicks[start <= cut], clicks[start > cut]
-    steps += [counts(train), counts(test)]
+    end = clicks.groupby("session_id")["time"].transform("max")
+    if split_by == "end":
+        train, test = clicks[end < cut], clicks[end >= cut]
+        steps += [counts(train), counts(test)]
+    else:
+        train, test = clicks[end <= cut], clicks[start > cut]
+        steps += [counts(train), counts(test), counts(clicks[(start <= cut) & (end > cut)])]
     test = test[test["item_id"].isin(set(train["item_id"]))]
     steps.append(counts(test))
     size = test.groupby("session_id")["item_id"].transform("size")
@@ -707,7 +721,9 @@ def session_markov(train: dict[object, list[object]], k: int):
     return lambda prefix: _top(transitions.get(prefix[-1], {}), k)
 
 
-def session_item_knn(train: dict[object, list[object]], k: int, neighbours: int):
+def session_item_knn(
+    train: dict[object, list[object]], k: int, neighbours: int, shrinkage: float = 0.0
+):
     sessions_of: dict[object, set] = {}
     for s, items in train.items():
         for item in items:
@@ -719,13 +735,26 @@ def session_item_knn(train: dict[object, list[object]], k: int, neighbours: int)
         scores = {}
         for other in {i for s in mine for i in train[s]} - {last}:
             both = len(mine & sessions_of[other])
-            scores[other] = both / math.sqrt(len(mine) * len(sessions_of[other]))
+            scores[other] = both / (math.sqrt(len(mine) * len(sessions_of[other])) + shrinkage)
         return _top(scores, min(k, neighbours))
 
     def predict(prefix):
         return neighbours_of(prefix[-1])
 
     return predict
+
+
+def session_sr(train: dict[object, list[object]], k: int, window: int):
+    """Sequential rules (session-rec, weighting div): in each train session, click j before
+    click i with i - j <= window adds 1/(i - j) to the rule items[j] -> items[i]; a prefix's
+    list: items by summed rule weight from its last item (exact fractions), then item id."""
+    rules: dict[object, dict[object, Fraction]] = {}
+    for items in train.values():
+        for i, b in enumerate(items):
+            for j in range(max(0, i - window), i):
+                row = rules.setdefault(items[j], {})
+                row[b] = row.get(b, Fraction(0)) + Fraction(1, i - j)
+    return lambda prefix: _top(rules.get(prefix[-1], {}), k)
 
 
 def recall_mrr(events, predict, k: int) -> tuple[float, float]:

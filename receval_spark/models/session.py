@@ -7,6 +7,8 @@ broken by item id ascending, so lists do not depend on partitioning.
 
 from __future__ import annotations
 
+import math
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -98,9 +100,12 @@ def markov_lists(events: DataFrame, train: DataFrame, *, k: int) -> DataFrame:
     return _neighbour_lists(events, transitions, k=k)
 
 
-def item_knn_lists(events: DataFrame, train: DataFrame, *, k: int, neighbours: int) -> DataFrame:
-    """Item-KNN: the last item's ``neighbours`` nearest items by the cosine of binary session
-    vectors, |S_i ∩ S_j| / sqrt(|S_i| |S_j|) over train sessions, top k of them."""
+def item_knn_lists(
+    events: DataFrame, train: DataFrame, *, k: int, neighbours: int, shrinkage: float = 0.0
+) -> DataFrame:
+    """Item-KNN: the last item's ``neighbours`` nearest items by the shrunk cosine of binary
+    session vectors, |S_i ∩ S_j| / (sqrt(|S_i| |S_j|) + shrinkage) over train sessions (S_i:
+    the train sessions holding item i; shrinkage 0 is the cosine), top k of them."""
     occurrences = train.select(SESSION, ITEM).distinct()
     support = occurrences.groupBy(ITEM).agg(F.count(F.lit(1)).alias("_support"))
     pairs = (
@@ -118,10 +123,44 @@ def item_knn_lists(events: DataFrame, train: DataFrame, *, k: int, neighbours: i
         .select(
             ITEM,
             "_next",
-            (F.col("_both") / F.sqrt(F.col("_support") * F.col("_s2"))).alias(SCORE),
+            (
+                F.col("_both")
+                / (F.sqrt(F.col("_support") * F.col("_s2")) + F.lit(float(shrinkage)))
+            ).alias(SCORE),
         )
     )
     return _neighbour_lists(events, similarity, k=min(k, neighbours))
+
+
+def sr_lists(events: DataFrame, train: DataFrame, *, k: int, window: int) -> DataFrame:
+    """SR, sequential rules (session-rec's ``SequentialRules``, weighting ``div``): every train
+    click b at position p and every earlier click a of its session at position p - d,
+    d = 1..min(window, p - 1), add 1/d to the rule a -> b (repeated items and a -> a rules
+    included); an event's list: the items b by the summed weight of the rules from the
+    prefix's last item, top k. Events whose last item starts no rule get no list.
+
+    session-rec prunes each antecedent to its 20 strongest rules; that changes no list of 20
+    or fewer items except among ties, so it is left out. Weights are summed exactly as the
+    integers L/d, L = lcm(1..window) (decimal, so the order of addition and rational ties
+    cannot change a list); one (a, b, d) row per click and offset, no quadratic self-join.
+    """
+    lcm = math.lcm(*range(1, window + 1))
+    weights = F.array(*[F.lit(lcm // d).cast("decimal(38,0)") for d in range(1, window + 1)])
+    later = train.filter(F.col(POSITION) > 1).select(
+        SESSION,
+        F.col(ITEM).alias("_next"),
+        F.explode(F.sequence(F.lit(1), F.least(F.lit(window), F.col(POSITION) - 1))).alias("_d"),
+        POSITION,
+    )
+    rules = (
+        later.select(SESSION, "_next", "_d", (F.col(POSITION) - F.col("_d")).alias(POSITION))
+        .join(train.select(SESSION, POSITION, ITEM), on=[SESSION, POSITION])
+        .groupBy(ITEM, "_next", "_d")
+        .agg(F.count(F.lit(1)).cast("decimal(38,0)").alias("_n"))
+        .groupBy(ITEM, "_next")
+        .agg(F.sum(F.col("_n") * F.element_at(weights, F.col("_d"))).alias(SCORE))
+    )
+    return _neighbour_lists(events, rules, k=k)
 
 
 def external_lists(events: DataFrame, predictions: DataFrame, *, k: int) -> DataFrame:

@@ -1,6 +1,7 @@
 """The session protocol on the real samples (DESIGN §8) against the plain-Python reference
-(tests/reference.py): preprocessing counts step by step on the DIGINETICA sample, and every
-baseline's Recall@k and MRR@k on it and on session-rec's preprocessed YOOCHOOSE sample
+(tests/reference.py): preprocessing counts step by step on the DIGINETICA sample (time split
+by session end, the default), and every baseline's Recall@k and MRR@k (SR and shrunk
+item-kNN included) on it and on session-rec's preprocessed YOOCHOOSE sample
 (evaluated as given, without re-filtering)."""
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ MODELS = [
     {"name": "s-pop", "kind": "s-pop"},
     {"name": "item-knn", "kind": "item-knn", "neighbours": 100},
     {"name": "markov", "kind": "markov"},
+    {"name": "item-knn-shrunk", "kind": "item-knn", "neighbours": 100, "shrinkage": 20},
+    {"name": "sr", "kind": "sr"},  # window 10
+    {"name": "sr-3", "kind": "sr", "window": 3},
 ]
 
 
@@ -39,6 +43,9 @@ def reference_scores(train: pd.DataFrame, test: pd.DataFrame) -> dict:
         "s-pop": ref.session_s_pop(train_seq, k),
         "item-knn": ref.session_item_knn(train_seq, k, 100),
         "markov": ref.session_markov(train_seq, k),
+        "item-knn-shrunk": ref.session_item_knn(train_seq, k, 100, shrinkage=20),
+        "sr": ref.session_sr(train_seq, k, window=10),
+        "sr-3": ref.session_sr(train_seq, k, window=3),
     }
     out = {}
     for name, predict in predictors.items():

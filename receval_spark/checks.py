@@ -51,8 +51,9 @@ def temporal_leakage_check(split: Split) -> Check:
     ).collect()[0]
     problems = []
     if bounds["train_last"] is not None and bounds["train_last"] >= train_end:
+        which = "cut-off" if validation_cutoff is None else "validation cut-off"
         problems.append(
-            f"train has interactions at or after the cut-off (up to {_iso(bounds['train_last'])})"
+            f"train has interactions at or after the {which} (up to {_iso(bounds['train_last'])})"
         )
     if split.validation is not None:
         first, last = bounds["validation_first"], bounds["validation_last"]

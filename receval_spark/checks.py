@@ -7,15 +7,19 @@ that weakens the numbers without making them wrong.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
-from typing import Any
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
-from receval_spark.config import ACCURACY_METRICS, JobConfig
+from receval_spark.config import ExternalModel, JobConfig
+from receval_spark.metrics.aggregate import union_all
 from receval_spark.report.tables import Check, MetricRow
-from receval_spark.schema import ITEM, USER
-from receval_spark.split import LEAKY_METHODS
+from receval_spark.schema import ITEM, TIMESTAMP, USER
+from receval_spark.split import LEAKY_METHODS, Split, from_micros, iso
+
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 ORACLE_TOLERANCE = 1e-9
 PEERS = {
@@ -24,24 +28,61 @@ PEERS = {
 }
 
 
-def temporal_leakage_check(split_summary: dict[str, Any]) -> Check:
-    """``no_temporal_leakage``: no train (or validation) timestamp at or after its cut-off and
-    no test timestamp before the test cut-off, read off the split's per-part time ranges."""
-    cutoff = split_summary["cutoff"]
+def temporal_leakage_check(split: Split) -> Check:
+    """``no_temporal_leakage``: max train timestamp < cut-off <= min test timestamp, and with a
+    validation part validation cut-off <= its timestamps < cut-off (train then ends before the
+    validation cut-off), computed from the split's parts themselves (one aggregation over the
+    rows models learn from and are scored on) against the resolved cut-offs of ``split.params``.
+    """
+    cutoff = _micros(split.params["cutoff"])
+    validation_cutoff = split.params.get("validation_cutoff")
+    train_end = cutoff if validation_cutoff is None else _micros(validation_cutoff)
+    parts = {"train": split.train, "test": split.test}
+    if split.validation is not None:
+        parts["validation"] = split.validation
+    micros = F.unix_micros(TIMESTAMP)
+    rows = union_all(
+        [df.select(F.lit(name).alias("part"), micros.alias("t")) for name, df in parts.items()]
+    )
+    in_part = {name: F.when(F.col("part") == name, F.col("t")) for name in parts}
+    bounds = rows.agg(
+        *[F.min(c).alias(f"{name}_first") for name, c in in_part.items()],
+        *[F.max(c).alias(f"{name}_last") for name, c in in_part.items()],
+    ).collect()[0]
     problems = []
-    if split_summary["train"]["last_timestamp"] >= split_summary.get("validation_cutoff", cutoff):
-        problems.append("train has interactions at or after the cut-off")
-    if "validation" in split_summary and split_summary["validation"]["last_timestamp"] >= cutoff:
-        problems.append("validation has interactions at or after the test cut-off")
-    if split_summary["test"]["first_timestamp"] < cutoff:
-        problems.append("test has interactions before the cut-off")
+    if bounds["train_last"] is not None and bounds["train_last"] >= train_end:
+        which = "cut-off" if validation_cutoff is None else "validation cut-off"
+        problems.append(
+            f"train has interactions at or after the {which} (up to {_iso(bounds['train_last'])})"
+        )
+    if split.validation is not None:
+        first, last = bounds["validation_first"], bounds["validation_last"]
+        if first is not None and (first < train_end or last >= cutoff):
+            problems.append(
+                f"validation ({_iso(first)} to {_iso(last)}) leaves "
+                f"[{_iso(train_end)}, {_iso(cutoff)})"
+            )
+    if bounds["test_first"] is not None and bounds["test_first"] < cutoff:
+        problems.append(
+            f"test has interactions before the cut-off (from {_iso(bounds['test_first'])})"
+        )
     return Check(
         "no_temporal_leakage",
         not problems,
         "; ".join(problems)
-        or f"train ends {split_summary['train']['last_timestamp']}, test "
-        f"starts {split_summary['test']['first_timestamp']}, cut-off {cutoff}",
+        or f"train ends {_iso(bounds['train_last'])}, test starts {_iso(bounds['test_first'])}, "
+        f"cut-off {_iso(cutoff)}",
     )
+
+
+def _micros(moment: str) -> int:
+    """Microseconds since the epoch of a run record's ISO time (exact integer arithmetic)."""
+    delta = dt.datetime.fromisoformat(moment) - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _iso(micros: int | None) -> str | None:
+    return None if micros is None else iso(from_micros(micros))
 
 
 def oracle_check(name: str, rows: Sequence[MetricRow]) -> Check:
@@ -69,57 +110,146 @@ def heldout_check(truth: DataFrame, seen: DataFrame) -> Check:
     )
 
 
-def same_users_check(rows: Sequence[MetricRow], models: Sequence[str]) -> Check:
-    """``same_users_all_models``: every model has the same accuracy (segment, metric, k) rows,
-    each over the same number of users."""
-    accuracy = [r for r in rows if r.metric in ACCURACY_METRICS]
-    by_model: dict[str, dict[tuple[str, str, int | None], int]] = {m: {} for m in models}
-    for r in accuracy:
-        by_model.setdefault(r.model, {})[(r.segment, r.metric, r.k)] = r.n_users
+def same_users_check(per_user: DataFrame, evaluated: DataFrame) -> Check:
+    """``same_users_all_models``: in the per-user accuracy table (model, segment, user_id, k,
+    metric, value) every model has every (segment, metric, k) of the others, each over exactly
+    the evaluated users, one row per user: at a user segment the users ``evaluated`` (user_id,
+    segment) puts there, at an item segment (``items=...``) evaluated users only, and the same
+    number for every model. One join and one aggregation; one row per (model, segment, metric,
+    k) and one per segment reach the driver."""
+    scope = F.when(F.col("segment").startswith("items="), F.lit("all")).otherwise(F.col("segment"))
+    marked = per_user.select("model", "segment", "metric", "k", USER, scope.alias("_scope")).join(
+        evaluated.select(USER, F.col("segment").alias("_scope"), F.lit(True).alias("_evaluated")),
+        on=[USER, "_scope"],
+        how="left",
+    )
+    counts = marked.groupBy("model", "segment", "metric", "k").agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.countDistinct(USER).alias("users"),
+        F.countDistinct(F.when(F.col("_evaluated").isNull(), F.col(USER))).alias("unevaluated"),
+    )
+    observed = {(r["model"], r["segment"], r["metric"], r["k"]): r for r in counts.collect()}
+    expected = {r["segment"]: r["count"] for r in evaluated.groupBy("segment").count().collect()}
+    models = sorted({key[0] for key in observed})
+    keys = sorted({key[1:] for key in observed}, key=str)
     problems = []
-    reference_model, reference = next(iter(by_model.items()), ("", {}))
-    for model, counts in by_model.items():
-        missing = sorted(set(reference) ^ set(counts), key=str)
-        if missing:
-            problems.append(f"{model} and {reference_model} differ in rows {missing[:3]}")
-        uneven = sorted(
-            (key for key in set(reference) & set(counts) if counts[key] != reference[key]),
-            key=str,
-        )
-        if uneven:
-            problems.append(
-                f"{model} is evaluated on other users than {reference_model} at {uneven[:3]}"
-            )
+    for segment, metric, k in keys:
+        where = f"{segment} {metric}@{k}"
+        counted = {m: observed.get((m, segment, metric, k)) for m in models}
+        if segment.startswith("items="):
+            wanted = max(r["users"] for r in counted.values() if r is not None)
+        else:
+            wanted = expected.get(segment, 0)
+        for model, r in counted.items():
+            if r is None:
+                problems.append(f"{model} has no rows at {where}")
+            elif r["users"] != wanted:
+                problems.append(f"{model} at {where}: {r['users']} users, {wanted} evaluated")
+            elif r["unevaluated"]:
+                problems.append(f"{model} at {where}: {r['unevaluated']} users not evaluated there")
+            elif r["rows"] != r["users"]:
+                problems.append(f"{model} at {where}: {r['rows'] - r['users']} repeated user rows")
+    counts_text = ", ".join(f"{segment} {n}" for segment, n in sorted(expected.items()))
     return Check(
         "same_users_all_models",
         not problems,
-        "; ".join(problems) or "every model is evaluated on the same users, split and k",
+        "; ".join(problems[:3]) + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else "")
+        or f"every model is evaluated on the same users at every segment, metric and k "
+        f"(users: {counts_text})",
     )
+
+
+def list_coverage(ranked: DataFrame, *, models: Sequence[str], n_users: int) -> dict[str, float]:
+    """Per model, the share of the evaluated users it has a non-empty list for: distinct users
+    in its rows of ``ranked`` (model, user_id, ...: the lists of the evaluated users) / n_users.
+    One aggregation; one row per model reaches the driver."""
+    users = ranked.groupBy("model").agg(F.countDistinct(USER).alias("users")).collect()
+    with_lists = {r["model"]: r["users"] for r in users}
+    return {model: with_lists.get(model, 0) / n_users for model in models}
+
+
+def list_coverage_check(config: JobConfig, coverage: dict[str, float], n_users: int) -> Check:
+    """``list_coverage``: every model has a list for at least one evaluated user. A model with
+    none scores 0 everywhere; for an external model that nearly always means its user ids are
+    not the log's (an offset, another encoding), so the detail names the two id columns."""
+    empty = [m for m in config.models if coverage.get(m.name, 0.0) == 0.0]
+    lowest = min(coverage.items(), key=lambda item: (item[1], item[0]), default=None)
+    return Check(
+        "list_coverage",
+        not empty,
+        "; ".join(_no_lists(config, m.name, n_users) for m in empty)
+        or (
+            f"every model has lists for evaluated users (lowest share: {lowest[0]} "
+            f"{lowest[1]:.1%} of {n_users})"
+            if lowest
+            else "no model"
+        ),
+    )
+
+
+def _no_lists(config: JobConfig, name: str, n_users: int) -> str:
+    return f"{_model_label(config, name)}: none of the {n_users} evaluated users has a list" + (
+        _id_columns_hint(config, name)
+    )
+
+
+def _model_label(config: JobConfig, name: str) -> str:
+    model = next(m for m in config.models if m.name == name)
+    return f"{model.kind} model {name!r}"
+
+
+def _id_columns_hint(config: JobConfig, name: str, *, partial: bool = False) -> str:
+    """For an external model: which two user id columns to compare."""
+    index, model = next((i, m) for i, m in enumerate(config.models) if m.name == name)
+    if not isinstance(model, ExternalModel):
+        return "" if partial else " (it scores none of them: are they all cold?)"
+    columns = (
+        f"compare models[{index}].columns.user ({model.columns.user!r}) with "
+        f"data.interactions.columns.user ({config.data.interactions.columns.user!r})"
+    )
+    if partial:
+        return f"; if its user ids should be the log's, {columns}"
+    return f"; its user ids do not match the log's — {columns}"
 
 
 def run_checks(
     config: JobConfig,
-    split_summary: dict[str, Any],
+    split: Split,
     rows: Sequence[MetricRow],
     *,
     truth: DataFrame,
     seen: DataFrame | None,
+    accuracy: DataFrame | None,
+    evaluated: DataFrame,
+    coverage: dict[str, float],
+    n_users: int,
 ) -> list[Check]:
-    """Every check that applies to this configuration."""
+    """Every check that applies to this configuration. ``accuracy``: the per-user accuracy
+    table (None without accuracy metrics); ``evaluated``: (user_id, segment) of the evaluated
+    users; ``coverage``: :func:`list_coverage`."""
     checks = []
     if config.split.method == "global_temporal":
-        checks.append(temporal_leakage_check(split_summary))
+        checks.append(temporal_leakage_check(split))
     checks += [oracle_check(m.name, rows) for m in config.models if m.kind == "oracle"]
     if seen is not None:
         checks.append(heldout_check(truth, seen))
-    if config.evaluation.definitions != "recommenders":  # it drops users without lists
-        checks.append(same_users_check(rows, [m.name for m in config.models]))
+    # recommenders' definitions drop users without lists (a warning says so)
+    if accuracy is not None and config.evaluation.definitions != "recommenders":
+        checks.append(same_users_check(accuracy, evaluated))
+    checks.append(list_coverage_check(config, coverage, n_users))
     return checks
 
 
-def run_warnings(config: JobConfig, n_users: int, rows: Sequence[MetricRow]) -> list[str]:
-    """Leaky split, fewer than ``evaluation.min_users`` users, seen items not filtered,
-    sampled metrics."""
+def run_warnings(
+    config: JobConfig,
+    n_users: int,
+    rows: Sequence[MetricRow],
+    *,
+    coverage: dict[str, float] | None = None,
+) -> list[str]:
+    """Leaky split, fewer than ``evaluation.min_users`` users, a model with lists for fewer
+    than ``evaluation.min_list_coverage`` of them (but some: none fails ``list_coverage``),
+    seen items not filtered, sampled metrics."""
     warnings = []
     if config.split.method in LEAKY_METHODS:
         warnings.append(f"leaky split: {LEAKY_METHODS[config.split.method]}")
@@ -129,6 +259,14 @@ def run_warnings(config: JobConfig, n_users: int, rows: Sequence[MetricRow]) -> 
             f"(evaluation.min_users = {config.evaluation.min_users}): "
             "averages over so few users are unreliable"
         )
+    floor = config.evaluation.min_list_coverage
+    for name, share in sorted((coverage or {}).items()):
+        if 0.0 < share < floor:
+            warnings.append(
+                f"{_model_label(config, name)} has lists for {share:.1%} of the {n_users} "
+                f"evaluated users (evaluation.min_list_coverage = {floor}); the others score 0 "
+                "on every accuracy metric" + _id_columns_hint(config, name, partial=True)
+            )
     if not config.evaluation.filter_seen:
         warnings.append(
             "filter_seen is off: items users already interacted with may be recommended"

@@ -306,9 +306,12 @@ class EvaluationConfig(_Strict):
     filter_seen: bool = True
     baseline: str | None = "popularity"  # null: no comparisons/
     min_users: int = Field(default=100, ge=0)
-    segments: list[Segment] = Field(
-        default_factory=lambda: ["warm", "cold", "activity", "popularity"]
-    )
+    # share of the evaluated users a model should have lists for (below: a warning; none: the
+    # list_coverage check fails)
+    min_list_coverage: float = Field(default=0.5, ge=0.0, le=1.0)
+    # default [warm, cold]; [] under leave_last_n, whose test users all have train rows
+    # (JobConfig._default_segments)
+    segments: list[Segment] = Field(default_factory=lambda: ["warm", "cold"])
     metrics: list[MetricName] = Field(default_factory=lambda: list(ALL_METRICS))
     head_share: float = Field(default=0.5, gt=0.0, lt=1.0)
     personalization_pairs: int = Field(default=1000, ge=1)
@@ -485,6 +488,28 @@ class JobConfig(_Strict):
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
     task: Literal["ranking", "rating_prediction"] = "ranking"
     models: list[ModelConfig]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_segments(cls, data: Any) -> Any:
+        """``evaluation.segments`` left out: [warm, cold] wherever test users can be new (no
+        train rows): global_temporal, user_holdout (every test user is), user_random (a user
+        with n rows goes wholly to test when round(fraction * n) = n, e.g. n = 1 at fraction
+        >= 0.5); [] under leave_last_n, which tests only users with more than n rows, so cold
+        is empty and warm repeats all."""
+        if not isinstance(data, dict):
+            return data
+        split = data.get("split")
+        method = split.get("method") if isinstance(split, dict) else getattr(split, "method", None)
+        if method != "leave_last_n":
+            return data
+        evaluation = data.get("evaluation", {})
+        if isinstance(evaluation, dict) and "segments" not in evaluation:
+            return {**data, "evaluation": {**evaluation, "segments": []}}
+        explicit = getattr(evaluation, "model_fields_set", set())
+        if isinstance(evaluation, EvaluationConfig) and "segments" not in explicit:
+            return {**data, "evaluation": evaluation.model_copy(update={"segments": []})}
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> JobConfig:

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from receval_spark import __version__
 from receval_spark.alerts import regressions
 from receval_spark.cache import persist, releasing_cache
-from receval_spark.checks import run_checks, run_warnings, temporal_leakage_check
+from receval_spark.checks import list_coverage, run_checks, run_warnings, temporal_leakage_check
 from receval_spark.config import (
     LOGGING_POLICY,
     EvaluationConfig,
@@ -441,8 +441,20 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
             clip=config.off_policy_settings.clip,
         )
         clock.lap("off_policy")
-    checks = run_checks(config, split_summary, rows, truth=truth, seen=seen)
-    warnings = run_warnings(config, n_users, rows) + warnings
+    coverage = list_coverage(ranked_all, models=[m.name for m in config.models], n_users=n_users)
+    split_summary["list_coverage"] = coverage
+    checks = run_checks(
+        config,
+        split,
+        rows,
+        truth=truth,
+        seen=seen,
+        accuracy=accuracy,
+        evaluated=segments,
+        coverage=coverage,
+        n_users=n_users,
+    )
+    warnings = run_warnings(config, n_users, rows, coverage=coverage) + warnings
     clock.lap("checks")
     return Evaluation(
         metrics=rows,
@@ -511,7 +523,7 @@ def evaluate_ratings(
     ]
     clock.lap("accuracy")
     n_users = known.select(USER).distinct().count()
-    checks = [temporal_leakage_check(summary)] if config.split.method == "global_temporal" else []
+    checks = [temporal_leakage_check(split)] if config.split.method == "global_temporal" else []
     warnings = [
         "task rating_prediction: mae, mse and rmse measure how close predicted ratings are to "
         "the test ratings, not how well a model ranks items; use task: ranking for that",

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import IO
 
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from receval_spark.config import SparkConfig
@@ -32,6 +37,10 @@ def under_spark_submit() -> bool:
 
 # Spark's default logging minus failed tasks' Java stack traces (a local session's driver JVM).
 QUIET_LOG4J = Path(__file__).with_name("log4j2.properties")
+# What the JVM itself (not log4j) prints on stderr at every start: Spark's launcher always adds
+# --add-modules=jdk.incubator.vector, and Java warns about incubator modules without an option
+# to turn it off. A quiet local session drops exactly these lines from the JVM's stderr.
+JVM_STARTUP_NOISE = (b"WARNING: Using incubator modules: ",)
 
 
 def build_session(config: SparkConfig, *, app_name: str, quiet: bool = False) -> SparkSession:
@@ -40,8 +49,9 @@ def build_session(config: SparkConfig, *, app_name: str, quiet: bool = False) ->
     Under spark-submit: the session spark-submit provides; its master is never overridden.
     With ``remote``: a Spark Connect client. Otherwise: a local session on ``config.master``,
     bound to 127.0.0.1 unless SPARK_LOCAL_IP says otherwise, with Python workers pinned to this
-    interpreter so they see the same packages, and, when
-    ``quiet``, a log4j configuration without failed tasks' stack traces (``QUIET_LOG4J``).
+    interpreter so they see the same packages, and, when ``quiet``, a log4j configuration
+    without failed tasks' stack traces (``QUIET_LOG4J``) and, if this process has no JVM yet,
+    without the JVM's own start-up warning (``JVM_STARTUP_NOISE``).
     """
     settings = {**DEFAULT_CONF, **{k: _text(v) for k, v in config.conf.items()}}
     if config.remote:
@@ -59,6 +69,8 @@ def build_session(config: SparkConfig, *, app_name: str, quiet: bool = False) ->
                 f"{options} -Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}".strip()
             )
         builder = SparkSession.builder.master(config.master)
+        if quiet and SparkContext._gateway is None:  # no JVM yet in this process: start it
+            _start_quiet_context(settings, master=config.master, app_name=app_name)
     builder = builder.appName(app_name)
     if config.remote:
         session = builder.getOrCreate()
@@ -73,6 +85,34 @@ def build_session(config: SparkConfig, *, app_name: str, quiet: bool = False) ->
         if key.startswith("spark.sql."):
             session.conf.set(key, value)  # runtime SQL settings also apply to a reused session
     return session
+
+
+def _start_quiet_context(settings: Mapping[str, str], *, master: str, app_name: str) -> None:
+    """Start the local driver JVM with its stderr piped through :func:`forward_stderr` (which
+    drops ``JVM_STARTUP_NOISE``) and make it the active SparkContext, which the session
+    builder then reuses. pyspark's ``launch_gateway(popen_kwargs=...)`` is the hook for this."""
+    conf = SparkConf().setMaster(master).setAppName(app_name).setAll(list(settings.items()))
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    forward_stderr(gateway.proc.stderr, sys.stderr, drop=JVM_STARTUP_NOISE)
+    SparkContext(conf=conf, gateway=gateway)
+
+
+def forward_stderr(
+    source: IO[bytes], target: IO[str], *, drop: Iterable[bytes]
+) -> threading.Thread:
+    """Copy ``source`` to ``target`` line by line on a daemon thread, except lines starting
+    with one of ``drop``; the thread ends at the end of ``source`` (the JVM exited)."""
+    prefixes = tuple(drop)
+
+    def copy() -> None:
+        for line in iter(source.readline, b""):
+            if not line.startswith(prefixes):
+                target.write(line.decode(errors="replace"))
+                target.flush()
+
+    thread = threading.Thread(target=copy, name="jvm-stderr", daemon=True)
+    thread.start()
+    return thread
 
 
 def _text(value: str | float | bool) -> str:

@@ -8,7 +8,8 @@ reports for the run date and for an earlier date; the folder must be byte-for-by
 afterwards. Cases marked ``spark=False`` must fail before a Spark session is built (their
 session builder fails the test); the others run on the session-scoped ``spark`` fixture.
 In-process, Spark's own (JVM) log lines do not reach capsys; ``test_no_stack_trace_on_stderr``
-runs one case as a user does, in a subprocess, and reads all of stderr.
+runs one case as a user does, in a subprocess, and reads all of stderr (one line), and so does
+one bad session job.
 """
 
 from __future__ import annotations
@@ -790,16 +791,55 @@ STACK_TRACE = re.compile(r"Traceback \(most recent|^\s+at [\w$.<>/]+\(|^Caused b
 
 @pytest.mark.integration
 def test_no_stack_trace_on_stderr(tmp_path: Path, committed_reports: Path) -> None:
-    """The CLI in its own process (and JVM) on a file Spark fails to read in a task: stderr
-    holds Spark's startup log lines at most, no Java or Python stack trace, and ends with the
-    one error line."""
+    """The CLI in its own process (and JVM) on a file Spark fails to read in a task: stderr is
+    exactly the one error line (no Java or Python stack trace, and none of the JVM's or
+    Hadoop's start-up warnings)."""
     case = Case(tmp_path, committed_reports)
     case.interactions.write_bytes(b"user_id,item_id\n1,2\n")
     config = write_config(case.config, case.config_path)
     proc = run([sys.executable, "-m", "receval_spark", "evaluate", "--config", str(config)])
     assert proc.returncode == 2, explain(proc)
     assert not STACK_TRACE.search(proc.stderr), explain(proc)
-    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
-    assert errors == [proc.stderr.splitlines()[-1]], explain(proc)
-    assert "not a Parquet file" in errors[0]
+    assert len(proc.stderr.splitlines()) == 1, explain(proc)
+    assert proc.stderr.startswith("error: data.interactions"), explain(proc)
+    assert "not a Parquet file" in proc.stderr
     assert snapshot(case.output) == case.before
+
+
+@pytest.mark.integration
+def test_a_bad_session_job_prints_exactly_one_stderr_line(tmp_path: Path) -> None:
+    """``receval sessions`` in its own process on a click log whose time split leaves no
+    train session: one ``error:`` line on stderr and nothing else, nothing written."""
+    clicks = tmp_path / "clicks.csv"
+    rows = [
+        (s, 1 + (s + j) % 6, f"2024-01-{1 + s // 6:02d}", j) for s in range(30) for j in range(3)
+    ]
+    pd.DataFrame(rows, columns=["session_id", "item_id", "eventdate", "timeframe"]).to_csv(
+        clicks, sep=";", index=False
+    )
+    config = {
+        "run": {"name": "bad-sessions", "date": RUN_DATE},
+        "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": 2}},
+        "output": {"path": str(tmp_path / "reports")},
+        "data": {
+            "clicks": {
+                "path": str(clicks),
+                "format": "csv",
+                "delimiter": ";",
+                "columns": {
+                    "session": "session_id",
+                    "item": "item_id",
+                    "time": "eventdate",
+                    "order": "timeframe",
+                },
+            }
+        },
+        "preprocessing": {"test_days": 400},  # longer than the log: train is empty
+        "models": [{"name": "pop", "kind": "pop"}],
+    }
+    path = write_config(config, tmp_path / "sessions.yaml")
+    proc = run([sys.executable, "-m", "receval_spark", "sessions", "--config", str(path)])
+    assert proc.returncode == 2, explain(proc)
+    assert len(proc.stderr.splitlines()) == 1, explain(proc)
+    assert proc.stderr.startswith("error: preprocessing: the train part is empty"), explain(proc)
+    assert not (tmp_path / "reports").exists()

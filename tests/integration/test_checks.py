@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import yaml
 from pyspark.sql import functions as F
 
 from receval_spark.checks import (
+    list_coverage_check,
     oracle_check,
     run_warnings,
     same_users_check,
@@ -22,9 +24,9 @@ from receval_spark.config import validate_config
 from receval_spark.metrics.accuracy import per_user_accuracy
 from receval_spark.metrics.aggregate import macro_average, to_long
 from receval_spark.models.oracle import oracle_candidates
-from receval_spark.pipeline import describe_split, evaluate
+from receval_spark.pipeline import evaluate
 from receval_spark.report.tables import MetricRow
-from receval_spark.split import Split
+from receval_spark.split import Split, iso
 from receval_spark.topk import rank_candidates
 
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
@@ -80,27 +82,53 @@ def job_config(tmp: Path, log: pd.DataFrame, models: list[dict[str, Any]]) -> di
     }
 
 
-def test_temporal_leakage_fails_when_train_reaches_past_the_cutoff(spark):
-    cutoff = at(4)
+def temporal_split(train, test, validation=None, *, validation_cutoff=None):
+    params = {"method": "global_temporal", "cutoff": iso(at(4))}
+    if validation_cutoff is not None:
+        params["validation_cutoff"] = iso(validation_cutoff)
+    return Split(train=train, test=test, validation=validation, params=params)
+
+
+def test_temporal_leakage_fails_on_parts_that_cross_the_cutoff(spark):
+    """The check reads the parts' rows, not the split's own description of them."""
     train = spark.createDataFrame([(1, 10, at(1), 3.0), (1, 11, at(4.5), 3.0)], LOG)  # leaks
     test = spark.createDataFrame([(1, 12, at(5), 5.0), (2, 13, at(3), 5.0)], LOG)  # early test row
-    split = Split(
-        train=train, test=test, params={"method": "global_temporal", "cutoff": cutoff.isoformat()}
+    clean_train = spark.createDataFrame([(1, 10, at(1), 3.0)], LOG)
+    clean_test = spark.createDataFrame([(1, 12, at(4), 5.0)], LOG)  # at the cut-off: test
+
+    late_train = temporal_leakage_check(temporal_split(train, clean_test))
+    early_test = temporal_leakage_check(temporal_split(clean_train, test))
+
+    assert not late_train.passed and not early_test.passed
+    assert late_train.detail == (
+        "train has interactions at or after the cut-off (up to 2024-01-05T12:00:00.000000+00:00)"
     )
+    assert early_test.detail == (
+        "test has interactions before the cut-off (from 2024-01-04T00:00:00.000000+00:00)"
+    )
+    clean = temporal_leakage_check(temporal_split(clean_train, clean_test))
+    assert clean.passed, clean.detail
 
-    check = temporal_leakage_check(describe_split(split))
 
-    assert not check.passed
-    assert "train has interactions at or after the cut-off" in check.detail
-    assert "test has interactions before the cut-off" in check.detail
-
-
-def test_temporal_leakage_passes_on_a_clean_split(spark):
+def test_temporal_leakage_checks_the_validation_period(spark):
     train = spark.createDataFrame([(1, 10, at(1), 3.0)], LOG)
     test = spark.createDataFrame([(1, 12, at(5), 5.0)], LOG)
-    split = Split(train=train, test=test, params={"cutoff": at(4).isoformat()})
+    inside = spark.createDataFrame([(1, 11, at(2), 3.0), (1, 13, at(3.9), 3.0)], LOG)
+    past_cutoff = spark.createDataFrame([(1, 11, at(2), 3.0), (1, 13, at(4), 3.0)], LOG)
 
-    assert temporal_leakage_check(describe_split(split)).passed
+    assert temporal_leakage_check(
+        temporal_split(train, test, inside, validation_cutoff=at(2))
+    ).passed
+    leaky = temporal_leakage_check(
+        temporal_split(train, test, past_cutoff, validation_cutoff=at(2))
+    )
+    assert not leaky.passed and leaky.detail.startswith("validation (")
+    # train must end before the validation cut-off, not only before the test cut-off
+    late_train = temporal_leakage_check(
+        temporal_split(train, test, inside, validation_cutoff=at(1))
+    )
+    assert not late_train.passed
+    assert late_train.detail.startswith("train has interactions at or after the validation cut-off")
 
 
 def test_oracle_check_fails_when_the_oracle_scores_are_corrupted(spark):
@@ -128,15 +156,46 @@ def test_oracle_check_fails_when_the_oracle_scores_are_corrupted(spark):
     assert failed.name == "oracle_ndcg[oracle]" and "NDCG@2 = 0." in failed.detail
 
 
-def test_same_users_check_fails_when_models_differ_in_users_or_cut_offs():
-    def row(model, k, n):
-        return MetricRow(model=model, segment="all", metric="ndcg", k=k, value=0.1, n_users=n)
+PER_USER = "model string, segment string, user_id int, k int, metric string, value double"
+EVALUATED = [(1, "all"), (2, "all"), (3, "all"), (1, "warm"), (2, "warm"), (3, "cold")]
 
-    assert same_users_check([row("a", 10, 50), row("b", 10, 50)], ["a", "b"]).passed
-    uneven = same_users_check([row("a", 10, 50), row("b", 10, 49)], ["a", "b"])
-    assert not uneven.passed and "other users" in uneven.detail
-    other_k = same_users_check([row("a", 10, 50), row("b", 5, 50)], ["a", "b"])
-    assert not other_k.passed and "differ in rows" in other_k.detail
+
+def per_user_rows(model, users=((1, "warm"), (2, "warm"), (3, "cold")), *, head=(1, 2)):
+    """One model's per-user ndcg@2 rows: all, each user's segment, and items=head."""
+    rows = [(model, "all", u, 2, "ndcg", 0.5) for u, _ in users]
+    rows += [(model, segment, u, 2, "ndcg", 0.5) for u, segment in users]
+    return rows + [(model, "items=head", u, 2, "ndcg", 0.5) for u in head]
+
+
+def test_same_users_check_compares_each_models_users_with_the_evaluated_users(spark):
+    evaluated = spark.createDataFrame(EVALUATED, "user_id int, segment string")
+
+    def check(b_rows):
+        per_user = spark.createDataFrame(per_user_rows("a") + b_rows, PER_USER)
+        return same_users_check(per_user, evaluated)
+
+    passed = check(per_user_rows("b"))
+    assert passed.passed, passed.detail
+    assert passed.detail.endswith("(users: all 3, cold 1, warm 2)")
+    missing = check(per_user_rows("b", ((1, "warm"), (2, "warm"))))  # user 3 dropped
+    assert not missing.passed
+    assert missing.detail.startswith("b at all ndcg@2: 2 users, 3 evaluated; b has no rows at cold")
+    # as many users as evaluated, but one of them is not: counts alone would pass
+    swapped = check(per_user_rows("b", ((1, "warm"), (2, "warm"), (9, "cold"))))
+    assert not swapped.passed
+    assert swapped.detail == (
+        "b at all ndcg@2: 1 users not evaluated there; b at cold ndcg@2: 1 users not evaluated "
+        "there"
+    )
+    repeated = check([*per_user_rows("b"), ("b", "warm", 2, 2, "ndcg", 0.0)])
+    assert not repeated.passed and repeated.detail == "b at warm ndcg@2: 1 repeated user rows"
+    fewer_head = check(per_user_rows("b", head=(1,)))
+    assert (
+        not fewer_head.passed
+        and fewer_head.detail == "b at items=head ndcg@2: 1 users, 2 evaluated"
+    )
+    other_k = check([(m, s, u, 5, x, v) for m, s, u, _, x, v in per_user_rows("b")])
+    assert not other_k.passed and "a has no rows at all ndcg@5" in other_k.detail
 
 
 def test_warnings_for_leaky_splits_few_users_and_sampled_metrics(tmp_path):
@@ -244,3 +303,78 @@ def test_peer_definitions_report_their_four_metrics_and_recommenders_drops_users
         assert any(f"evaluation.definitions = {definitions}" in w for w in evaluation.warnings)
     assert counts["spark_mllib"] == {"popularity": 6, "als": 6}
     assert counts["recommenders"] == {"popularity": 6, "als": 4}
+
+
+def test_external_user_ids_that_are_not_the_logs_fail_list_coverage_or_warn(
+    spark, tmp_path, capsys, restore_sql_conf
+):
+    """As a new user hits it: recommendations keyed by other user ids than the log's (here
+    id + 100000) match no evaluated user and score 0 without any error. ``shifted`` has every
+    user shifted (no list for anyone: the check fails, exit 1, the run record is written);
+    ``partly`` has users 3-6 shifted (lists for 2 of 6 users: a warning)."""
+
+    def recommendations(name, shifted):
+        rows = [(u + 100_000 * (u in shifted), 100 + u, 1.0) for u in range(1, 7)]
+        path = tmp_path / f"{name}.parquet"
+        pd.DataFrame(rows, columns=["uid", "item_id", "score"]).to_parquet(path, index=False)
+        return {"name": name, "kind": "external", "path": str(path), "columns": {"user": "uid"}}
+
+    models = [
+        {"name": "popularity", "kind": "popularity"},
+        recommendations("shifted", shifted=range(1, 7)),
+        recommendations("partly", shifted=range(3, 7)),
+    ]
+    config_path = tmp_path / "job.yaml"
+    raw = job_config(tmp_path, crafted_log(reconsumed=False), models)
+    config_path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+
+    status = main(["evaluate", "--config", str(config_path)])
+
+    err = capsys.readouterr().err
+    assert status == 1, err
+    failure = (
+        "external model 'shifted': none of the 6 evaluated users has a list; its user ids do "
+        "not match the log's — compare models[1].columns.user ('uid') with "
+        "data.interactions.columns.user ('user_id')"
+    )
+    assert f"error: check list_coverage failed: {failure}\n" in err
+    warning = (
+        "external model 'partly' has lists for 33.3% of the 6 evaluated users "
+        "(evaluation.min_list_coverage = 0.5); the others score 0 on every accuracy metric; if "
+        "its user ids should be the log's, compare models[2].columns.user ('uid') with "
+        "data.interactions.columns.user ('user_id')"
+    )
+    assert f"warning: {warning}\n" in err
+    runs = spark.read.parquet(str(tmp_path / "reports" / "runs")).collect()
+    assert [r.status for r in runs] == ["failed_checks"]
+    checks = {c.name: c for c in runs[0].checks}
+    assert not checks["list_coverage"].passed and checks["list_coverage"].detail == failure
+    assert warning in runs[0].warnings
+    assert json.loads(runs[0].split)["list_coverage"] == {
+        "popularity": 1.0,
+        "shifted": 0.0,
+        "partly": 2 / 6,
+    }
+
+
+def test_list_coverage_warns_below_the_configured_share_and_fails_at_none(tmp_path):
+    config = validate_config(
+        job_config(tmp_path, crafted_log(reconsumed=False), [{"name": "als", "kind": "als"}])
+        | {"evaluation": {"min_list_coverage": 0.9, "min_users": 0, "baseline": None}}
+    )
+
+    def warned(share):
+        return [w for w in run_warnings(config, 10, [], coverage={"als": share}) if "als" in w]
+
+    assert warned(1.0) == [] and warned(0.9) == [] and warned(0.0) == []  # none: the check
+    assert warned(0.8) == [
+        "als model 'als' has lists for 80.0% of the 10 evaluated users "
+        "(evaluation.min_list_coverage = 0.9); the others score 0 on every accuracy metric"
+    ]
+    assert list_coverage_check(config, {"als": 0.1}, 10).passed
+    failed = list_coverage_check(config, {"als": 0.0}, 10)
+    assert not failed.passed
+    assert failed.detail == (
+        "als model 'als': none of the 10 evaluated users has a list (it scores none of them: "
+        "are they all cold?)"
+    )

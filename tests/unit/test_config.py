@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from receval_spark.config import (
+    EvaluationConfig,
     ExternalModel,
     GlobalTemporalSplit,
     JobConfig,
@@ -332,3 +333,38 @@ def test_bad_off_policy_settings_are_config_errors(
         load_config(write(project, impressions_config()), overrides)
 
     assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("split", "segments"),
+    [
+        ("{method: global_temporal, quantile: 0.8}", ["warm", "cold"]),
+        ("{method: user_holdout}", ["warm", "cold"]),
+        ("{method: user_random, fraction: 0.5}", ["warm", "cold"]),
+        ("{method: leave_last_n, n: 1}", []),  # every test user keeps train rows
+    ],
+)
+def test_segments_default_to_warm_and_cold_where_test_users_can_be_new(
+    project, elsewhere, split, segments
+):
+    config = load_config(write(project, CONFIG), [f"split={split}"])
+    assert config.evaluation.segments == segments
+    explicit = load_config(
+        write(project, CONFIG), [f"split={split}", "evaluation.segments=[warm, activity]"]
+    )
+    assert explicit.evaluation.segments == ["warm", "activity"]
+
+
+def test_segments_default_also_for_a_config_built_in_python(project):
+    raw = {
+        "data": {"interactions": {"path": str(project / "data" / "ratings.csv")}},
+        "split": LeaveLastNSplit(method="leave_last_n"),
+        "evaluation": EvaluationConfig(k=[5]),
+        "models": [{"name": "popularity", "kind": "popularity"}],
+    }
+    assert JobConfig.model_validate(raw).evaluation.segments == []
+    raw["evaluation"] = EvaluationConfig(k=[5], segments=["cold"])
+    assert JobConfig.model_validate(raw).evaluation.segments == ["cold"]
+    raw["split"] = {"method": "global_temporal", "quantile": 0.5}
+    raw["evaluation"] = EvaluationConfig(k=[5])
+    assert JobConfig.model_validate(raw).evaluation.segments == ["warm", "cold"]

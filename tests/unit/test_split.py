@@ -222,6 +222,17 @@ def test_user_random_split_takes_round_fraction_times_n_of_each_user(spark):
     assert split.params == {"method": "user_random", "fraction": 0.25, "seed": 3}
 
 
+def test_user_random_split_can_put_a_user_wholly_in_test(spark):
+    """round is half-up: a one-row user at fraction 0.5 (round(0.5) = 1) has no train row,
+    so user_random can have cold test users (why segments default to [warm, cold] there)."""
+    split = user_random_split(
+        frame(spark, [(1, 10, 1, 1.0), (2, 20, 1, 1.0), (2, 21, 2, 1.0)]), fraction=0.5, seed=3
+    )
+
+    assert _counts(split.test) == {1: 1, 2: 1}
+    assert _counts(split.train) == {2: 1}
+
+
 def test_user_random_split_is_the_same_for_any_partitioning_or_row_order(spark):
     reference = user_random_split(frame(spark, RANDOM_LOG), fraction=0.25, seed=3)
     shuffled = frame(spark, list(reversed(RANDOM_LOG))).repartition(5, "item_id")

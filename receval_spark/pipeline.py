@@ -625,8 +625,10 @@ def sampled_candidates(
 ) -> DataFrame:
     """(user_id, item_id): each user's relevant test items plus n negatives drawn uniformly
     (seeded, partition-independent; the random baseline's draws) from the train catalogue
-    items the user never interacted with in any part of the log. A user with fewer than n
-    such items gets them all."""
+    items the user never interacted with in any part of the log. The draws are the random
+    baseline's 2·(n + |seen(u)|) + 10 hashed picks with repeats dropped, so a user whose pool
+    of never-interacted items is not much larger than n may get fewer than n negatives (never
+    more, never an interacted item)."""
     interacted = interactions.select(USER, ITEM).distinct()
     negatives = rank_candidates(
         random_candidates(history, users, k=n, seen=interacted, seed=seed), k=n, seen=interacted

@@ -27,6 +27,9 @@ DEFAULT_CONF: Mapping[str, str] = {
     "spark.sql.shuffle.partitions": "16",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.ui.showConsoleProgress": "false",  # progress bars garble the job's own output
+    # AQE renders the whole plan (cached relations' plans included) as a string at every
+    # update; the job's deep plans made that string alone exhaust a 2 GiB driver.
+    "spark.sql.maxPlanStringLength": "1000000",
 }
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO
 
-from pyspark import SparkConf, SparkContext
+from pyspark import SparkConf, SparkContext  # connect-ok: local JVM start only
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
@@ -72,7 +72,7 @@ def build_session(config: SparkConfig, *, app_name: str, quiet: bool = False) ->
                 f"{options} -Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}".strip()
             )
         builder = SparkSession.builder.master(config.master)
-        if quiet and SparkContext._gateway is None:  # no JVM yet in this process: start it
+        if quiet and SparkContext._gateway is None:  # connect-ok: local only, no JVM yet
             _start_quiet_context(settings, master=config.master, app_name=app_name)
     builder = builder.appName(app_name)
     if config.remote:
@@ -97,7 +97,7 @@ def _start_quiet_context(settings: Mapping[str, str], *, master: str, app_name: 
     conf = SparkConf().setMaster(master).setAppName(app_name).setAll(list(settings.items()))
     gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
     forward_stderr(gateway.proc.stderr, sys.stderr, drop=JVM_STARTUP_NOISE)
-    SparkContext(conf=conf, gateway=gateway)
+    SparkContext(conf=conf, gateway=gateway)  # connect-ok: the local driver it started
 
 
 def forward_stderr(

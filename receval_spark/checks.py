@@ -7,7 +7,6 @@ that weakens the numbers without making them wrong.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 
 from pyspark.sql import DataFrame
@@ -17,9 +16,7 @@ from receval_spark.config import ExternalModel, JobConfig
 from receval_spark.metrics.aggregate import union_all
 from receval_spark.report.tables import Check, MetricRow
 from receval_spark.schema import ITEM, TIMESTAMP, USER
-from receval_spark.split import LEAKY_METHODS, Split, from_micros, iso
-
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+from receval_spark.split import LEAKY_METHODS, Split, iso_micros, to_micros
 
 ORACLE_TOLERANCE = 1e-9
 PEERS = {
@@ -34,9 +31,9 @@ def temporal_leakage_check(split: Split) -> Check:
     validation cut-off), computed from the split's parts themselves (one aggregation over the
     rows models learn from and are scored on) against the resolved cut-offs of ``split.params``.
     """
-    cutoff = _micros(split.params["cutoff"])
+    cutoff = to_micros(split.params["cutoff"])
     validation_cutoff = split.params.get("validation_cutoff")
-    train_end = cutoff if validation_cutoff is None else _micros(validation_cutoff)
+    train_end = cutoff if validation_cutoff is None else to_micros(validation_cutoff)
     parts = {"train": split.train, "test": split.test}
     if split.validation is not None:
         parts["validation"] = split.validation
@@ -53,36 +50,27 @@ def temporal_leakage_check(split: Split) -> Check:
     if bounds["train_last"] is not None and bounds["train_last"] >= train_end:
         which = "cut-off" if validation_cutoff is None else "validation cut-off"
         problems.append(
-            f"train has interactions at or after the {which} (up to {_iso(bounds['train_last'])})"
+            f"train has interactions at or after the {which} "
+            f"(up to {iso_micros(bounds['train_last'])})"
         )
     if split.validation is not None:
         first, last = bounds["validation_first"], bounds["validation_last"]
         if first is not None and (first < train_end or last >= cutoff):
             problems.append(
-                f"validation ({_iso(first)} to {_iso(last)}) leaves "
-                f"[{_iso(train_end)}, {_iso(cutoff)})"
+                f"validation ({iso_micros(first)} to {iso_micros(last)}) leaves "
+                f"[{iso_micros(train_end)}, {iso_micros(cutoff)})"
             )
     if bounds["test_first"] is not None and bounds["test_first"] < cutoff:
         problems.append(
-            f"test has interactions before the cut-off (from {_iso(bounds['test_first'])})"
+            f"test has interactions before the cut-off (from {iso_micros(bounds['test_first'])})"
         )
     return Check(
         "no_temporal_leakage",
         not problems,
         "; ".join(problems)
-        or f"train ends {_iso(bounds['train_last'])}, test starts {_iso(bounds['test_first'])}, "
-        f"cut-off {_iso(cutoff)}",
+        or f"train ends {iso_micros(bounds['train_last'])}, "
+        f"test starts {iso_micros(bounds['test_first'])}, cut-off {iso_micros(cutoff)}",
     )
-
-
-def _micros(moment: str) -> int:
-    """Microseconds since the epoch of a run record's ISO time (exact integer arithmetic)."""
-    delta = dt.datetime.fromisoformat(moment) - EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def _iso(micros: int | None) -> str | None:
-    return None if micros is None else iso(from_micros(micros))
 
 
 def oracle_check(name: str, rows: Sequence[MetricRow]) -> Check:

@@ -111,8 +111,7 @@ from receval_spark.schema import (
 )
 from receval_spark.split import (
     Split,
-    from_micros,
-    iso,
+    iso_micros,
     split_interactions,
 )
 from receval_spark.stats import (
@@ -264,8 +263,8 @@ def describe_part(part: DataFrame) -> dict[str, Any]:
         "rows": int(row["rows"]),
         "users": int(row["users"]),
         "items": int(row["items"]),
-        "first_timestamp": _iso(row["first"]),
-        "last_timestamp": _iso(row["last"]),
+        "first_timestamp": iso_micros(row["first"]),
+        "last_timestamp": iso_micros(row["last"]),
     }
 
 
@@ -1007,9 +1006,3 @@ def _metric_row(row: Any) -> MetricRow:
         ci_low=low,
         ci_high=high,
     )
-
-
-def _iso(micros: int | None) -> str | None:
-    if micros is None:
-        return None
-    return iso(from_micros(micros))

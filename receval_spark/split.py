@@ -233,6 +233,20 @@ def iso(moment: dt.datetime) -> str:
     return moment.isoformat(timespec="microseconds")
 
 
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
 def from_micros(micros: int) -> dt.datetime:
     """Microseconds since the epoch as an aware UTC datetime."""
-    return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=int(micros))
+    return EPOCH + dt.timedelta(microseconds=int(micros))
+
+
+def to_micros(moment: str) -> int:
+    """Microseconds since the epoch of an ISO-8601 time (:func:`iso`), in exact integers."""
+    delta = dt.datetime.fromisoformat(moment) - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def iso_micros(micros: int | None) -> str | None:
+    """:func:`iso` of microseconds since the epoch; None stays None."""
+    return None if micros is None else iso(from_micros(micros))

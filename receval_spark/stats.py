@@ -84,8 +84,7 @@ def t_interval(
     (None, None) for n < 2."""
     if n < 2 or std is None or math.isnan(std):
         return None, None
-    half = float(stats.t.ppf((1 + confidence) / 2, n - 1)) * std / math.sqrt(n)
-    return clip_interval(mean - half, mean + half, bounds)
+    return t_se_interval(mean, std / math.sqrt(n), n - 1, bounds=bounds, confidence=confidence)
 
 
 def t_se_interval(

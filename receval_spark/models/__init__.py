@@ -43,11 +43,16 @@ class Scorer:
     fallback: str | None = None
 
 
+def unscorable(users: DataFrame, scorable: Transform) -> DataFrame:
+    """(user_id): the users of ``users`` outside ``scorable(users)``."""
+    return users.select(USER).join(scorable(users), on=USER, how="left_anti")
+
+
 def fallback_users(scorer: Scorer, users: DataFrame) -> DataFrame | None:
     """(user_id): the users of ``users`` the scorer's fallback serves (None without one)."""
     if scorer.fallback is None or scorer.scorable is None:
         return None
-    return users.select(USER).join(scorer.scorable(users), on=USER, how="left_anti")
+    return unscorable(users, scorer.scorable)
 
 
 def candidate_model(
@@ -69,7 +74,7 @@ def candidate_model(
         return Scorer(candidates, scores, ratings, scorable=scorable)
 
     def served(users: DataFrame) -> DataFrame:
-        others = users.select(USER).join(scorable(users), on=USER, how="left_anti")
+        others = unscorable(users, scorable)
         return candidates(users).unionByName(popularity_candidates(history, others, k=k, seen=seen))
 
     def scored(pairs: DataFrame) -> DataFrame:

@@ -155,8 +155,7 @@ def evaluation(u_data: Path, external_path: Path, tmp_path_factory, spark):
     return evaluate(spark, validate_config(raw))
 
 
-@pytest.fixture(scope="module")
-def spark_metrics(evaluation) -> pd.DataFrame:
+def macro_table(evaluation) -> pd.DataFrame:
     """Macro averages of segment 'all': model, metric, k, value, n_users, std."""
     rows = [
         (r.model, r.metric, r.k, r.value, r.n_users, r.std)
@@ -164,6 +163,11 @@ def spark_metrics(evaluation) -> pd.DataFrame:
         if r.segment == "all"
     ]
     return pd.DataFrame(rows, columns=["model", "metric", "k", "value", "n_users", "std"])
+
+
+@pytest.fixture(scope="module")
+def spark_metrics(evaluation) -> pd.DataFrame:
+    return macro_table(evaluation)
 
 
 @pytest.fixture(scope="module")
@@ -380,13 +384,7 @@ def graded_evaluation(u_data: Path, tmp_path_factory, spark):
 
 @pytest.fixture(scope="module")
 def graded_metrics(graded_evaluation) -> pd.DataFrame:
-    rows = [
-        (r.model, r.metric, r.k, r.value, r.n_users, r.std)
-        for r in graded_evaluation.metrics
-        if r.segment == "all"
-    ]
-    table = pd.DataFrame(rows, columns=["model", "metric", "k", "value", "n_users", "std"])
-    return table.astype({"k": "int64", "n_users": "int64"})
+    return macro_table(graded_evaluation).astype({"k": "int64", "n_users": "int64"})
 
 
 def test_graded_truth_has_grades_1_and_2_on_the_threshold_items(graded_truth, truth) -> None:

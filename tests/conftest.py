@@ -89,3 +89,21 @@ def restore_sql_conf(spark):
     """Function-scoped ``kept_sql_conf`` for tests that call the job in-process."""
     with kept_sql_conf(spark):
         yield
+
+
+def diginetica_clicks(path: Path | str) -> dict:
+    """The ``data`` block of a session job reading a DIGINETICA-layout click log at ``path``
+    (``;``-separated CSV: session_id, item_id, eventdate, timeframe)."""
+    return {
+        "clicks": {
+            "path": str(path),
+            "format": "csv",
+            "delimiter": ";",
+            "columns": {
+                "session": "session_id",
+                "item": "item_id",
+                "time": "eventdate",
+                "order": "timeframe",
+            },
+        }
+    }

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import kept_sql_conf
+from conftest import diginetica_clicks, kept_sql_conf
 from demo_job import explain, run
 
 from receval_spark.cli import main
@@ -821,19 +821,7 @@ def test_a_bad_session_job_prints_exactly_one_stderr_line(tmp_path: Path) -> Non
         "run": {"name": "bad-sessions", "date": RUN_DATE},
         "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": 2}},
         "output": {"path": str(tmp_path / "reports")},
-        "data": {
-            "clicks": {
-                "path": str(clicks),
-                "format": "csv",
-                "delimiter": ";",
-                "columns": {
-                    "session": "session_id",
-                    "item": "item_id",
-                    "time": "eventdate",
-                    "order": "timeframe",
-                },
-            }
-        },
+        "data": diginetica_clicks(clicks),
         "preprocessing": {"test_days": 400},  # longer than the log: train is empty
         "models": [{"name": "pop", "kind": "pop"}],
     }

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import kept_sql_conf
+from conftest import diginetica_clicks, kept_sql_conf
 
 from receval_spark.cli import main
 
@@ -31,19 +31,7 @@ def config(tmp: Path, **changes) -> Path:
         "run": {"name": "sessions-cli", "date": "2024-02-01"},
         "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": 2}},
         "output": {"path": str(tmp / "reports")},
-        "data": {
-            "clicks": {
-                "path": str(click_log(tmp / "clicks.csv")),
-                "format": "csv",
-                "delimiter": ";",
-                "columns": {
-                    "session": "session_id",
-                    "item": "item_id",
-                    "time": "eventdate",
-                    "order": "timeframe",
-                },
-            }
-        },
+        "data": diginetica_clicks(click_log(tmp / "clicks.csv")),
         "preprocessing": {"test_days": 2},
         "evaluation": {"k": [1, 3]},
         "models": [{"name": "pop", "kind": "pop"}, {"name": "markov", "kind": "markov"}],

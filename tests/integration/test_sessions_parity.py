@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import diginetica_clicks
 
 pytestmark = pytest.mark.shared_data
 
@@ -75,19 +76,7 @@ def diginetica_evaluation(spark, diginetica: Path, tmp_path_factory):
 
     raw = {
         "output": {"path": str(tmp_path_factory.mktemp("reports"))},
-        "data": {
-            "clicks": {
-                "path": str(diginetica),
-                "format": "csv",
-                "delimiter": ";",
-                "columns": {
-                    "session": "session_id",
-                    "item": "item_id",
-                    "time": "eventdate",
-                    "order": "timeframe",
-                },
-            }
-        },
+        "data": diginetica_clicks(diginetica),
         "preprocessing": {"test_days": 7},
         "evaluation": {"k": list(KS)},
         "models": MODELS,

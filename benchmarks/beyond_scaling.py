@@ -21,6 +21,7 @@ from generate import generate
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from receval_spark.columns import GRADE, ITEM, RANK, USER
 from receval_spark.metrics.aggregate import macro_average
 from receval_spark.metrics.beyond import (
     BeyondInputs,
@@ -30,9 +31,8 @@ from receval_spark.metrics.beyond import (
     per_user_beyond,
     top_k_lists,
 )
-from receval_spark.models.popularity import popularity_candidates
-from receval_spark.schema import GRADE, ITEM, RANK, USER
-from receval_spark.topk import top_k
+from receval_spark.ranking.models.popularity import popularity_candidates
+from receval_spark.ranking.topk import top_k
 
 KS = [5, 10, 20]
 METRICS = [

@@ -28,6 +28,7 @@ from generate import generate_scale
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from receval_spark.columns import ITEM, RANK, USER
 from receval_spark.metrics.beyond import (
     bootstrap_exposure,
     item_statistics,
@@ -37,8 +38,7 @@ from receval_spark.metrics.beyond import (
     with_item_popularity,
     with_list_size,
 )
-from receval_spark.schema import ITEM, RANK, USER
-from receval_spark.topk import top_k
+from receval_spark.ranking.topk import top_k
 
 KS = [5, 10, 20]
 KEYS = ["k", "replicate", ITEM]

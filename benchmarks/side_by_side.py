@@ -154,7 +154,7 @@ def receval_four(inputs: dict[str, Any]) -> dict[str, float]:
     """This project's functions: seen filter + top-k window, per-user pass, exact averages."""
     from receval_spark.metrics.accuracy import per_user_accuracy
     from receval_spark.metrics.aggregate import macro_average, to_long
-    from receval_spark.topk import rank_candidates
+    from receval_spark.ranking.topk import rank_candidates
 
     ranked = rank_candidates(inputs["candidates"], k=K, seen=inputs["train"])
     scores = per_user_accuracy(ranked, inputs["truth"], ks=[K])
@@ -276,7 +276,7 @@ def receval_full_run(spark: Any, data: Path) -> tuple[dict[str, float], dict[str
     import yaml
 
     from receval_spark.config import load_config
-    from receval_spark.pipeline import run_job
+    from receval_spark.ranking.pipeline import run_job
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "job.yaml"

@@ -67,6 +67,7 @@ def time_scaling(base_users: int, data: Path) -> dict[str, float]:
     from generate import generate
     from pyspark.sql import functions as F
 
+    from receval_spark.columns import GRADE, ITEM, RANK, USER
     from receval_spark.metrics.beyond import (
         BeyondInputs,
         catalogue_totals,
@@ -74,8 +75,7 @@ def time_scaling(base_users: int, data: Path) -> dict[str, float]:
         item_statistics,
         top_k_lists,
     )
-    from receval_spark.schema import GRADE, ITEM, RANK, USER
-    from receval_spark.topk import top_k
+    from receval_spark.ranking.topk import top_k
 
     spark = bench_session()
     results = {}

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from receval_spark.config import AlertRule
-from receval_spark.report.tables import MetricRow
+from receval_spark.results import MetricRow
 
 LOWER_IS_BETTER = ("gini", "popularity_bias")
 

@@ -94,7 +94,7 @@ def _run(config: Any, runner: Callable[..., Any], *, verbose: bool) -> tuple[Any
     """Start (or reuse) Spark, run ``runner`` for the config's run date, stop what we started."""
     from pyspark.sql import SparkSession  # imported late: --help and config errors stay fast
 
-    from receval_spark.session import build_session
+    from receval_spark.spark import build_session
 
     started = utc_now()
     run_date = config.run.date or started.date()
@@ -119,7 +119,7 @@ _PYSPARK_TRACE_LOGGERS = ("DataFrameQueryContextLogger", "SQLQueryContextLogger"
 def _quiet_failures() -> Iterator[None]:
     """Silence PySpark's query-context loggers while the job runs, and restore them after: the
     job's one ``error:`` line says what failed (``--verbose`` keeps them). The Java side is
-    quieted by the log4j configuration of the session (``session.QUIET_LOG4J``)."""
+    quieted by the log4j configuration of the session (``spark.QUIET_LOG4J``)."""
     import logging
 
     from pyspark.logger import PySparkLogger
@@ -176,7 +176,7 @@ def _finish(evaluation: Any) -> int:
 def evaluate(config_path: str, overrides: tuple[str, ...], remote: str | None) -> int:
     """Split, score every configured model and write the reports for run.date."""
     config = load_config(config_path, _with_remote(overrides, remote))
-    from receval_spark.pipeline import run_job
+    from receval_spark.ranking.pipeline import run_job
 
     evaluation, run_id, run_date = _run(config, run_job, verbose=_verbose())
     click.echo(
@@ -225,7 +225,7 @@ def evaluate(config_path: str, overrides: tuple[str, ...], remote: str | None) -
 def sessions(config_path: str, overrides: tuple[str, ...], remote: str | None) -> int:
     """Session-based next-item protocol: preprocess, split, predict every next click."""
     config = load_config(config_path, _with_remote(overrides, remote), schema=SessionJobConfig)
-    from receval_spark.session_pipeline import run_sessions
+    from receval_spark.sessions.pipeline import run_sessions
 
     evaluation, run_id, run_date = _run(config, run_sessions, verbose=_verbose())
     click.echo(

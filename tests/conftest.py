@@ -69,8 +69,8 @@ def shared_data() -> Path:
 @contextlib.contextmanager
 def kept_sql_conf(spark):
     """Put back the runtime SQL options a job run in this process sets on the shared session
-    (receval_spark.session.DEFAULT_CONF and the configs' spark.sql.* options)."""
-    from receval_spark.session import DEFAULT_CONF
+    (receval_spark.spark.DEFAULT_CONF and the configs' spark.sql.* options)."""
+    from receval_spark.spark import DEFAULT_CONF
 
     keys = [key for key in DEFAULT_CONF if key.startswith("spark.sql.")]
     saved = {key: spark.conf.get(key, None) for key in keys}

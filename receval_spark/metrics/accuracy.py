@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from receval_spark.columns import GRADE, ITEM, RANK, USER
 from receval_spark.config import ACCURACY_METRICS as ACCURACY_METRICS  # re-exported
 from receval_spark.metrics.aggregate import exact_sum
-from receval_spark.schema import GRADE, ITEM, RANK, USER
 
 
 def _gain(grade: Column) -> Column:

@@ -50,9 +50,9 @@ from pyspark.sql.types import (
 )
 
 from receval_spark.cache import persist
+from receval_spark.columns import ITEM, RANK, USER
+from receval_spark.expressions import seeded_hash, uniform
 from receval_spark.metrics.aggregate import exact_mean, exact_std, exact_sum, union_all
-from receval_spark.schema import ITEM, RANK, USER
-from receval_spark.split import seeded_hash, uniform
 
 
 def top_k_lists(ranked: DataFrame, *, ks: Sequence[int]) -> DataFrame:

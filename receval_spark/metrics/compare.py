@@ -16,13 +16,23 @@ Only these scalars reach the driver (``receval_spark.stats`` turns them into p-v
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from receval_spark.columns import USER
 from receval_spark.metrics.aggregate import exact_mean, exact_std
-from receval_spark.schema import USER
+from receval_spark.results import ComparisonRow
+from receval_spark.stats import (
+    SignedRanks,
+    difference_bounds,
+    holm,
+    paired_t_pvalue,
+    t_interval,
+    wilcoxon_pvalue,
+)
 
 COMPARISON_KEYS = ("segment", "metric", "k")
 
@@ -81,3 +91,60 @@ def paired_statistics(differences: DataFrame, *, by: Sequence[str]) -> DataFrame
         # a tie group of size t adds t^3 - t: each of its t rows adds t^2 - 1
         F.coalesce(F.sum(F.when(nonzero, t * t - 1)), F.lit(0.0)).alias("tie_term"),
     )
+
+
+def compare_run(
+    per_user_by_protocol: dict[str, DataFrame | None], *, baseline: str
+) -> list[ComparisonRow]:
+    """Every comparison of the run (:func:`compare_models` under each protocol), Holm-adjusted
+    as one family per test over all of them: every protocol, segment, metric and k together
+    (DESIGN §7), ``holm_family_size`` = the number of comparisons."""
+    rows = [
+        dataclasses.replace(c, protocol=protocol)
+        for protocol, per_user in per_user_by_protocol.items()
+        if per_user is not None
+        for c in compare_models(per_user, baseline=baseline)
+    ]
+    return holm_adjusted(rows)
+
+
+def holm_adjusted(rows: list[ComparisonRow]) -> list[ComparisonRow]:
+    """``rows`` with p_holm / p_wilcoxon_holm: the t-test / Wilcoxon p-values Holm-adjusted,
+    each test its own family of all ``rows`` (no comparison left out), and the family size."""
+    p_holm = holm([r.p_ttest for r in rows])
+    p_wilcoxon_holm = holm([r.p_wilcoxon for r in rows])
+    return [
+        dataclasses.replace(r, p_holm=a, p_wilcoxon_holm=b, holm_family_size=len(rows))
+        for r, a, b in zip(rows, p_holm, p_wilcoxon_holm, strict=True)
+    ]
+
+
+def compare_models(per_user: DataFrame, *, baseline: str) -> list[ComparisonRow]:
+    """Every model against ``baseline`` per (segment, metric, k) on their common users: mean
+    difference with its t-interval (clipped to the range of a difference of the metric),
+    paired t-test and Wilcoxon p-values; not yet Holm-adjusted (:func:`compare_run`)."""
+    keys = ["model", "baseline", *COMPARISON_KEYS]
+    statistics = paired_statistics(paired_differences(per_user, baseline=baseline), by=keys)
+    rows = []
+    for r in statistics.collect():
+        low, high = t_interval(
+            r["mean_diff"], r["std_diff"], r["n_users"], bounds=difference_bounds(r["metric"])
+        )
+        ranks = SignedRanks(r["n_users"], r["n_nonzero"], r["rank_plus"], r["tie_term"])
+        rows.append(
+            ComparisonRow(
+                model=r["model"],
+                baseline=r["baseline"],
+                segment=r["segment"],
+                metric=r["metric"],
+                k=r["k"],
+                n_users=r["n_users"],
+                mean_diff=r["mean_diff"],
+                std_diff=r["std_diff"],
+                ci_low=low,
+                ci_high=high,
+                p_ttest=paired_t_pvalue(r["mean_diff"], r["std_diff"], r["n_users"]),
+                p_wilcoxon=wilcoxon_pvalue(ranks),
+            )
+        )
+    return rows

@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from receval_spark.schema import ITEM, RANK, USER
+from receval_spark.columns import ITEM, RANK, USER
 
 COMPAT_DEFINITIONS = ("spark_mllib", "recommenders")
 COMPAT_METRICS = ("precision", "recall", "ndcg", "map")

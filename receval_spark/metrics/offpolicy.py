@@ -46,8 +46,8 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
+from receval_spark.columns import ITEM, USER
 from receval_spark.metrics.aggregate import exact_sum
-from receval_spark.schema import ITEM, USER
 from receval_spark.stats import t_se_interval
 
 POSITION, REWARD, PROPENSITY, PROBABILITY = "position", "reward", "propensity", "probability"

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
+from receval_spark.columns import ITEM, RATING, USER
 from receval_spark.metrics.aggregate import exact_mean, exact_std
-from receval_spark.schema import ITEM, RATING, USER
 from receval_spark.stats import NON_NEGATIVE, t_interval
 
 RATING_METRICS = ("mae", "mse", "rmse")

@@ -12,7 +12,7 @@ from test_checks import crafted_log, job_config
 from receval_spark.alerts import regressions
 from receval_spark.cli import EXIT_REGRESSED, main
 from receval_spark.config import AlertRule
-from receval_spark.report.tables import MetricRow
+from receval_spark.results import MetricRow
 
 
 def row(model, value, metric="ndcg", k=10):

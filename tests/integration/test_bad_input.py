@@ -35,7 +35,7 @@ from demo_job import explain, run
 
 from receval_spark.cli import main
 from receval_spark.config import validate_config
-from receval_spark.pipeline import load_external, load_interactions
+from receval_spark.ranking.pipeline import load_external, load_interactions
 
 RUN_DATE = "2026-01-02"
 EARLIER_DATE = "2026-01-01"
@@ -713,7 +713,7 @@ def test_bad_input_is_exit_2_one_line_and_changes_nothing(
             status, err = case.run(capsys, overrides)
     else:
         monkeypatch.setattr(
-            "receval_spark.session.build_session",
+            "receval_spark.spark.build_session",
             lambda *a, **k: pytest.fail("a configuration case must fail before Spark starts"),
         )
         status, err = case.run(capsys, overrides)

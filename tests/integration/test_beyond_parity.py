@@ -80,11 +80,11 @@ def spark_side(spark, raw: dict) -> tuple[object, pd.DataFrame]:
     from pyspark.sql import functions as F
 
     from receval_spark.config import ExternalModel, validate_config
-    from receval_spark.models import fit_model
-    from receval_spark.pipeline import evaluate, load_external, load_interactions
-    from receval_spark.relevance import relevant_items
-    from receval_spark.split import split_interactions
-    from receval_spark.topk import rank_candidates
+    from receval_spark.ranking.models import fit_model
+    from receval_spark.ranking.pipeline import evaluate, load_external, load_interactions
+    from receval_spark.ranking.relevance import relevant_items
+    from receval_spark.ranking.split import split_interactions
+    from receval_spark.ranking.topk import rank_candidates
 
     config = validate_config(raw)
     evaluation = evaluate(spark, config)

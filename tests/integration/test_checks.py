@@ -12,22 +12,23 @@ import pandas as pd
 import yaml
 from pyspark.sql import functions as F
 
-from receval_spark.checks import (
+from receval_spark.cli import main
+from receval_spark.config import validate_config
+from receval_spark.expressions import iso
+from receval_spark.metrics.accuracy import per_user_accuracy
+from receval_spark.metrics.aggregate import macro_average, to_long
+from receval_spark.ranking.checks import (
     list_coverage_check,
     oracle_check,
     run_warnings,
     same_users_check,
     temporal_leakage_check,
 )
-from receval_spark.cli import main
-from receval_spark.config import validate_config
-from receval_spark.metrics.accuracy import per_user_accuracy
-from receval_spark.metrics.aggregate import macro_average, to_long
-from receval_spark.models.oracle import oracle_candidates
-from receval_spark.pipeline import evaluate
-from receval_spark.report.tables import MetricRow
-from receval_spark.split import Split, iso
-from receval_spark.topk import rank_candidates
+from receval_spark.ranking.models.oracle import oracle_candidates
+from receval_spark.ranking.pipeline import evaluate
+from receval_spark.ranking.split import Split
+from receval_spark.ranking.topk import rank_candidates
+from receval_spark.results import MetricRow
 
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 DAY = 86_400

@@ -20,7 +20,7 @@ from conftest import kept_sql_conf
 from demo_job import DATE_A, DATE_M, VENV_BIN, DemoRuns, explain, run, snapshot
 
 from receval_spark.cli import main
-from receval_spark.pipeline import JOB_STAGES
+from receval_spark.ranking.pipeline import JOB_STAGES
 
 pytestmark = pytest.mark.integration
 

@@ -20,10 +20,10 @@ How the package reaches the cluster, and what the executors need
   ``metrics/beyond.py::replicate_exposure_kernel`` (the bootstrap's replicated exposure). The
   kernel is a closure using numpy, pandas and constants only, so cloudpickle ships it by value
   and executors run it without importing receval_spark. Everything else is a Spark SQL
-  expression (the ``lambda``s in metrics/beyond.py, schema.py and models/session.py build
+  expression (the ``lambda``s in metrics/beyond.py, inputs.py and sessions/models.py build
   higher-order SQL functions, which run as JVM code); there are no RDD lambdas.
 * Executors also start Python workers for ``spark.createDataFrame(list, schema)``
-  (report/tables.py and pipeline.py build the metrics, comparisons and runs tables on the
+  (results.py and ranking/pipeline.py build the metrics, comparisons and runs tables on the
   driver): PySpark parallelizes the pickled rows and re-serializes them with a
   ``map(lambda x: x)``. Those workers unpickle plain tuples and import pyspark only.
 * The proof, in ``test_demo_on_the_cluster_matches_local_mode``: the driver and the executors
@@ -554,7 +554,7 @@ def test_the_package_folder_imports_and_renders_from_a_zip(tmp_path: Path) -> No
     package = build_zip(tmp_path / "receval_spark.zip")
     probes = Probes(tmp_path / "probes")
     check = (
-        "import receval_spark.cli, receval_spark.pipeline\n"
+        "import receval_spark.cli, receval_spark.ranking.pipeline\n"
         "from receval_spark.report import render\n"
         "assert '<html' in render._template_source('report.html.j2')\n"
         "assert render._template_source('report.md.j2')\n"

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from receval_spark.config import validate_config
-from receval_spark.pipeline import evaluate
+from receval_spark.ranking.pipeline import evaluate
 
 pytestmark = pytest.mark.shared_data
 

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from receval_spark.pipeline import JOB_STAGES
+from receval_spark.ranking.pipeline import JOB_STAGES
 
 pytestmark = pytest.mark.shared_data
 
@@ -140,7 +140,7 @@ def job_config(u_data: Path, output: Path, *, relevance: dict, models: list[dict
 @pytest.fixture(scope="module")
 def evaluation(u_data: Path, external_path: Path, tmp_path_factory, spark):
     from receval_spark.config import validate_config
-    from receval_spark.pipeline import evaluate
+    from receval_spark.ranking.pipeline import evaluate
 
     raw = job_config(
         u_data,
@@ -371,7 +371,7 @@ def graded_reference(split, graded_truth) -> dict[str, tuple[pd.DataFrame, pd.Da
 @pytest.fixture(scope="module")
 def graded_evaluation(u_data: Path, tmp_path_factory, spark):
     from receval_spark.config import validate_config
-    from receval_spark.pipeline import evaluate
+    from receval_spark.ranking.pipeline import evaluate
 
     raw = job_config(
         u_data,

@@ -72,7 +72,7 @@ def diginetica(shared_data: Path) -> Path:
 @pytest.fixture(scope="module")
 def diginetica_evaluation(spark, diginetica: Path, tmp_path_factory):
     from receval_spark.config import SessionJobConfig, validate_config
-    from receval_spark.session_pipeline import evaluate_sessions
+    from receval_spark.sessions.pipeline import evaluate_sessions
 
     raw = {
         "output": {"path": str(tmp_path_factory.mktemp("reports"))},
@@ -119,7 +119,7 @@ def test_diginetica_metrics_equal_the_reference(diginetica_evaluation, diginetic
 
 def test_yoochoose_sample_as_given_equals_the_reference(spark, shared_data: Path, tmp_path):
     from receval_spark.config import SessionJobConfig, validate_config
-    from receval_spark.session_pipeline import evaluate_sessions
+    from receval_spark.sessions.pipeline import evaluate_sessions
 
     folder = shared_data / "yoochoose-clicks-100k"
     files = {part: folder / f"yoochoose-clicks-100k_{part}.txt" for part in ("train_full", "test")}

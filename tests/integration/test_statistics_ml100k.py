@@ -31,7 +31,7 @@ COLUMNS = ["user_id", "item_id", "rating", "timestamp"]
 @pytest.fixture(scope="module")
 def evaluation(shared_data: Path, tmp_path_factory, spark):
     from receval_spark.config import validate_config
-    from receval_spark.pipeline import evaluate
+    from receval_spark.ranking.pipeline import evaluate
 
     raw = {
         "run": {"name": "statistics-ml100k"},

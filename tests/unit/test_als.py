@@ -7,7 +7,7 @@ import math
 from pyspark.sql import functions as F
 
 from receval_spark.metrics.beyond import embedding_diversity, unit_vectors
-from receval_spark.models.als import als_item_embeddings
+from receval_spark.ranking.models.als import als_item_embeddings
 
 
 def test_als_gives_one_finite_vector_of_the_configured_rank_per_train_item(spark):

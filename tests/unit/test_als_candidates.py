@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from receval_spark.models.als import als_candidates, als_scores, fit_als
-from receval_spark.models.common import dense_ids
+from receval_spark.ranking.models.als import als_candidates, als_scores, fit_als
+from receval_spark.ranking.models.common import dense_ids
 
 # users 0-9 like items 100-104, users 10-19 items 200-204; each user misses one item of
 # their group, which ALS must rank above the other group's items. Explicit ratings also need

@@ -14,8 +14,8 @@ from pyspark.sql import functions as F
 from receval_spark.metrics.accuracy import per_user_accuracy
 from receval_spark.metrics.aggregate import exact_mean
 from receval_spark.metrics.compat import COMPAT_METRICS, compatible_per_user
-from receval_spark.models.popularity import popularity_candidates
-from receval_spark.topk import rank_candidates
+from receval_spark.ranking.models.popularity import popularity_candidates
+from receval_spark.ranking.topk import rank_candidates
 
 RANKED = "user_id int, item_id int, rank int"
 TRUTH = "user_id int, item_id int, grade double"

@@ -18,7 +18,7 @@ from receval_spark.config import (
     load_config,
 )
 from receval_spark.errors import ConfigError
-from receval_spark.split import to_datetime
+from receval_spark.ranking.split import to_datetime
 
 CONFIG = """\
 data:

@@ -178,7 +178,7 @@ def run_cli(argv: list[str]) -> tuple[int, str]:
     """The command line in-process; a session start fails the run (exit 1, named)."""
     err = io.StringIO()
     no_spark = mock.patch(
-        "receval_spark.session.build_session",
+        "receval_spark.spark.build_session",
         side_effect=AssertionError("the fuzz must not start Spark"),
     )
     with no_spark, contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from receval_spark.models.item_knn import item_knn_candidates, item_neighbours
+from receval_spark.ranking.models.item_knn import item_knn_candidates, item_neighbours
 
 HISTORY = [  # users 1-3; user 1 saw item 10 twice (counts once)
     (1, 10),

@@ -10,9 +10,9 @@ from pyspark.sql import types as T
 
 from receval_spark.config import ItemColumns
 from receval_spark.errors import InputError
+from receval_spark.inputs import canonical_items
 from receval_spark.metrics.beyond import content_expected, unit_vectors
-from receval_spark.relevance import item_popularity_segments, scoped_truth
-from receval_spark.schema import canonical_items
+from receval_spark.ranking.relevance import item_popularity_segments, scoped_truth
 
 CATALOGUE_DDL = "item_id long, n_users long, n_interactions long"
 

@@ -7,11 +7,11 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from receval_spark.config import AlsModel, ItemKnnModel, PopularityModel
-from receval_spark.models import fallback_users, fit_model
-from receval_spark.models.oracle import oracle_candidates
-from receval_spark.models.popularity import item_popularity, popularity_candidates
-from receval_spark.models.random import random_candidates
-from receval_spark.topk import rank_candidates
+from receval_spark.ranking.models import fallback_users, fit_model
+from receval_spark.ranking.models.oracle import oracle_candidates
+from receval_spark.ranking.models.popularity import item_popularity, popularity_candidates
+from receval_spark.ranking.models.random import random_candidates
+from receval_spark.ranking.topk import rank_candidates
 
 PAIRS = "user_id int, item_id int"
 CANDIDATES = "user_id int, item_id int, score double"

@@ -10,8 +10,8 @@ import pytest
 from scipy import stats
 
 from receval_spark.errors import InputError
+from receval_spark.inputs import validate_impressions
 from receval_spark.metrics.offpolicy import estimates, importance_weights, off_policy_sums
-from receval_spark.schema import validate_impressions
 
 IMPRESSIONS = "user_id long, item_id long, position int, reward double, propensity double"
 TARGET = "model string, user_id long, item_id long, position int, probability double"

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from receval_spark.config import RelevanceConfig
 from receval_spark.metrics.accuracy import ACCURACY_METRICS, per_user_accuracy
-from receval_spark.models.oracle import oracle_candidates
-from receval_spark.relevance import relevant_items
-from receval_spark.split import leave_last_n_split
-from receval_spark.topk import rank_candidates
+from receval_spark.ranking.models.oracle import oracle_candidates
+from receval_spark.ranking.relevance import relevant_items
+from receval_spark.ranking.split import leave_last_n_split
+from receval_spark.ranking.topk import rank_candidates
 
 KS = [1, 3, 5]
 INTERACTIONS = "user_id int, item_id int, timestamp timestamp, rating double"

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from receval_spark.metrics.rating import rating_errors, rating_metrics
-from receval_spark.models.bias import bias_predictions
+from receval_spark.ranking.models.bias import bias_predictions
 
 RATED = "user_id long, item_id long, rating double"
 TRAIN = [(1, 10, 5.0), (1, 11, 3.0), (2, 10, 4.0), (2, 12, None)]  # the null rating is ignored

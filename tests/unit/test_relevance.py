@@ -7,7 +7,7 @@ from chispa import assert_df_equality
 from pydantic import ValidationError
 
 from receval_spark.config import RelevanceConfig
-from receval_spark.relevance import relevant_items, user_segments
+from receval_spark.ranking.relevance import relevant_items, user_segments
 
 TEST_SCHEMA = "user_id int, item_id int, rating double"
 TRUTH_SCHEMA = "user_id int, item_id int, grade double"

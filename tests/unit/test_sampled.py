@@ -10,10 +10,10 @@ from pyspark.sql import functions as F
 from receval_spark.config import AlsModel, EvaluationConfig, ItemKnnModel, PopularityModel
 from receval_spark.metrics.accuracy import per_user_accuracy
 from receval_spark.metrics.beyond import item_statistics
-from receval_spark.models import fit_model
-from receval_spark.pipeline import sampled_candidates, sampled_protocol
-from receval_spark.relevance import user_segments
-from receval_spark.topk import rank_candidates, sampled_top_k, top_k
+from receval_spark.ranking.models import fit_model
+from receval_spark.ranking.pipeline import sampled_candidates, sampled_protocol
+from receval_spark.ranking.relevance import user_segments
+from receval_spark.ranking.topk import rank_candidates, sampled_top_k, top_k
 
 SCHEMA = "user_id int, item_id int"
 # train popularity (distinct users): 10 -> 5, 11 -> 4, 12 -> 3, 13 -> 2, 14 -> 1

@@ -9,8 +9,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from receval_spark.config import SessionPreprocessing
-from receval_spark.metrics.session import session_accuracy, target_ranks
-from receval_spark.models.session import (
+from receval_spark.sessions.metrics import session_accuracy, target_ranks
+from receval_spark.sessions.models import (
     external_lists,
     item_knn_lists,
     markov_lists,
@@ -18,8 +18,8 @@ from receval_spark.models.session import (
     s_pop_lists,
     sr_lists,
 )
-from receval_spark.session_pipeline import _exposure
-from receval_spark.sessions import (
+from receval_spark.sessions.pipeline import _exposure
+from receval_spark.sessions.preprocessing import (
     drop_rare_items,
     drop_short_sessions,
     filter_until_stable,

@@ -9,7 +9,7 @@ from chispa import assert_df_equality
 
 from receval_spark.config import GlobalTemporalSplit
 from receval_spark.errors import InputError
-from receval_spark.split import (
+from receval_spark.ranking.split import (
     global_temporal_split,
     leave_last_n_split,
     plan_global_temporal,

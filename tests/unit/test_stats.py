@@ -13,9 +13,9 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint
 
 from receval_spark.config import ALL_METRICS
-from receval_spark.metrics.compare import paired_differences, paired_statistics
+from receval_spark.metrics.compare import compare_run, paired_differences, paired_statistics
 from receval_spark.metrics.rating import RATING_METRICS
-from receval_spark.pipeline import _macro_rows, _metric_row, compare_run
+from receval_spark.ranking.pipeline import _macro_rows, _metric_row
 from receval_spark.stats import (
     METRIC_BOUNDS,
     SignedRanks,

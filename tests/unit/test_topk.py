@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from chispa import assert_df_equality
 
-from receval_spark.topk import filter_seen_items, rank_candidates, top_k
+from receval_spark.ranking.topk import filter_seen_items, rank_candidates, top_k
 
 CANDIDATES = "user_id int, item_id int, score double"
 RANKED = "user_id int, item_id int, score double, rank int"

@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from receval_spark.cache import persist, releasing_cache
+from receval_spark.columns import ITEM, POSITION, SESSION, USER
 from receval_spark.config import (
     ClicksSource,
     ExternalSessionModel,
@@ -28,6 +29,7 @@ from receval_spark.config import (
     SrSessionModel,
 )
 from receval_spark.errors import InputError
+from receval_spark.inputs import canonical_clicks, canonical_session_predictions, validate_clicks
 from receval_spark.io import read_table, reading
 from receval_spark.metrics.aggregate import union_all
 from receval_spark.metrics.beyond import (
@@ -39,8 +41,10 @@ from receval_spark.metrics.beyond import (
     list_counts,
     top_k_lists,
 )
-from receval_spark.metrics.session import SESSION_ACCURACY, session_accuracy, target_ranks
-from receval_spark.models.session import (
+from receval_spark.ranking.pipeline import commit_run
+from receval_spark.results import Check, MetricRow
+from receval_spark.sessions.metrics import SESSION_ACCURACY, session_accuracy, target_ranks
+from receval_spark.sessions.models import (
     external_lists,
     item_knn_lists,
     markov_lists,
@@ -48,18 +52,12 @@ from receval_spark.models.session import (
     s_pop_lists,
     sr_lists,
 )
-from receval_spark.pipeline import commit_run
-from receval_spark.report.tables import Check, MetricRow
-from receval_spark.schema import (
-    ITEM,
-    POSITION,
-    SESSION,
-    USER,
-    canonical_clicks,
-    canonical_session_predictions,
-    validate_clicks,
+from receval_spark.sessions.preprocessing import (
+    SessionSplit,
+    as_given,
+    prediction_events,
+    preprocess_sessions,
 )
-from receval_spark.sessions import SessionSplit, as_given, prediction_events, preprocess_sessions
 from receval_spark.stats import mean_interval
 
 PROTOCOL = "session"

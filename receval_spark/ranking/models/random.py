@@ -5,9 +5,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from receval_spark.models.common import ranks_needed
-from receval_spark.schema import ITEM, SCORE, USER
-from receval_spark.split import seeded_hash
+from receval_spark.columns import ITEM, SCORE, USER
+from receval_spark.expressions import seeded_hash
+from receval_spark.ranking.models.common import ranks_needed
 
 _OVERSAMPLE = 2
 _EXTRA_DRAWS = 10

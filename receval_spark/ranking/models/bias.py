@@ -15,8 +15,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from receval_spark.columns import ITEM, RATING, USER
 from receval_spark.metrics.aggregate import exact_mean, exact_sum
-from receval_spark.schema import ITEM, RATING, USER
 
 PREDICTION = "prediction"
 

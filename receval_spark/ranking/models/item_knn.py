@@ -20,8 +20,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from receval_spark.columns import ITEM, SCORE, USER
 from receval_spark.metrics.aggregate import exact_sum
-from receval_spark.schema import ITEM, SCORE, USER
 
 
 def item_neighbours(history: DataFrame, *, neighbours: int) -> DataFrame:

@@ -10,19 +10,19 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from receval_spark.cache import persist
+from receval_spark.columns import SCORE, USER
 from receval_spark.config import ModelConfig
-from receval_spark.models.als import als_candidates, als_scores, fit_als
-from receval_spark.models.bias import PREDICTION, bias_predictions
-from receval_spark.models.item_knn import (
+from receval_spark.ranking.models.als import als_candidates, als_scores, fit_als
+from receval_spark.ranking.models.bias import PREDICTION, bias_predictions
+from receval_spark.ranking.models.item_knn import (
     item_knn_candidates,
     item_knn_scores,
     item_knn_users,
     item_neighbours,
 )
-from receval_spark.models.oracle import oracle_candidates, oracle_scores
-from receval_spark.models.popularity import popularity_candidates, popularity_scores
-from receval_spark.models.random import random_candidates, random_scores
-from receval_spark.schema import SCORE, USER
+from receval_spark.ranking.models.oracle import oracle_candidates, oracle_scores
+from receval_spark.ranking.models.popularity import popularity_candidates, popularity_scores
+from receval_spark.ranking.models.random import random_candidates, random_scores
 
 Transform = Callable[[DataFrame], DataFrame]
 

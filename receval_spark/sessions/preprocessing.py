@@ -18,10 +18,10 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from receval_spark.columns import ITEM, ORDER, POSITION, SESSION, TARGET, TIMESTAMP
 from receval_spark.config import SessionPreprocessing
 from receval_spark.errors import InputError
-from receval_spark.schema import ITEM, ORDER, POSITION, SESSION, TARGET, TIMESTAMP
-from receval_spark.split import iso
+from receval_spark.expressions import iso
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from receval_spark.columns import USER
 from receval_spark.metrics.beyond import LONG_TAIL_COUNTS
-from receval_spark.schema import USER
 
 METRICS_SCHEMA = T.StructType(
     [

@@ -12,11 +12,12 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from receval_spark.columns import ITEM, TIMESTAMP, USER
 from receval_spark.config import ExternalModel, JobConfig
+from receval_spark.expressions import iso_micros, to_micros
 from receval_spark.metrics.aggregate import union_all
-from receval_spark.report.tables import Check, MetricRow
-from receval_spark.schema import ITEM, TIMESTAMP, USER
-from receval_spark.split import LEAKY_METHODS, Split, iso_micros, to_micros
+from receval_spark.ranking.split import LEAKY_METHODS, Split
+from receval_spark.results import Check, MetricRow
 
 ORACLE_TOLERANCE = 1e-9
 PEERS = {

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from receval_spark.columns import GRADE, ITEM, RATING, USER
 from receval_spark.config import RelevanceConfig
-from receval_spark.schema import GRADE, ITEM, RATING, USER
 
 
 def relevance_grade(

@@ -10,8 +10,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from receval_spark.cache import persist
-from receval_spark.models.common import dense_ids
-from receval_spark.schema import ITEM, RATING, SCORE, USER
+from receval_spark.columns import ITEM, RATING, SCORE, USER
+from receval_spark.ranking.models.common import dense_ids
 
 # users (and items) per block of the blocked top-m product: a block's score matrix and its
 # per-user top-m queues stay small (Spark's default 4096 ran a 1 GiB driver out of heap with

@@ -1,6 +1,6 @@
-"""Canonical column names, mapping of source columns onto them, and input validation.
+"""Input tables onto the canonical columns (receval_spark.columns), and their validation.
 
-Every table inside the job uses the canonical names below; the user's names appear only
+The user's names appear only
 in the config. Validation runs one aggregation per input and raises ``InputError`` naming
 the problem and the fix.
 """
@@ -14,6 +14,18 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from receval_spark.columns import (
+    ITEM,
+    ORDER,
+    POSITION,
+    PROPENSITY,
+    RATING,
+    REWARD,
+    SCORE,
+    SESSION,
+    TIMESTAMP,
+    USER,
+)
 from receval_spark.config import (
     ClickColumns,
     ImpressionColumns,
@@ -23,20 +35,6 @@ from receval_spark.config import (
     SessionPredictionColumns,
 )
 from receval_spark.errors import InputError
-
-USER = "user_id"
-ITEM = "item_id"
-TIMESTAMP = "timestamp"
-RATING = "rating"
-SCORE = "score"
-RANK = "rank"
-GRADE = "grade"
-SESSION = "session_id"
-POSITION = "position"
-TARGET = "target_id"
-ORDER = "order"
-REWARD = "reward"
-PROPENSITY = "propensity"
 
 _ID_TYPES = (T.IntegerType, T.LongType, T.ShortType, T.ByteType, T.StringType)
 

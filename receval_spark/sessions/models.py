@@ -12,7 +12,7 @@ import math
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from receval_spark.schema import ITEM, POSITION, RANK, SCORE, SESSION
+from receval_spark.columns import ITEM, POSITION, RANK, SCORE, SESSION
 
 EVENT = [SESSION, POSITION]
 

@@ -13,6 +13,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from receval_spark.columns import ITEM, RATING, TIMESTAMP, USER
 from receval_spark.config import (
     GlobalTemporalSplit,
     LeaveLastNSplit,
@@ -20,7 +21,7 @@ from receval_spark.config import (
     UserRandomSplit,
 )
 from receval_spark.errors import InputError
-from receval_spark.schema import ITEM, RATING, TIMESTAMP, USER
+from receval_spark.expressions import from_micros, iso, seeded_hash, uniform
 
 LEAKY_METHODS = {
     "leave_last_n": "leave_last_n: users' test periods overlap other users' training periods, "
@@ -188,17 +189,6 @@ def user_holdout_split(interactions: DataFrame, *, fraction: float, seed: int) -
     )
 
 
-def seeded_hash(seed: int, *columns: str) -> Column:
-    """A 64-bit hash of the seed and the columns: a partition-independent pseudo-random key."""
-    return F.xxhash64(F.lit(seed), *[F.col(c) for c in columns])
-
-
-def uniform(hash_column: Column) -> Column:
-    """Map a 64-bit hash to [0, 1)."""
-    buckets = 1 << 40
-    return F.pmod(hash_column, F.lit(buckets)).cast("double") / float(buckets)
-
-
 def split_interactions(
     config: GlobalTemporalSplit | LeaveLastNSplit | UserRandomSplit | UserHoldoutSplit,
     interactions: DataFrame,
@@ -226,27 +216,3 @@ def _by_flag(rows: DataFrame, is_test: Column, params: dict[str, Any]) -> Split:
         test=flagged.filter(F.col("_is_test")).drop("_is_test"),
         params=params,
     )
-
-
-def iso(moment: dt.datetime) -> str:
-    """Fixed-width ISO-8601 text (microseconds, UTC offset), so strings sort as times."""
-    return moment.isoformat(timespec="microseconds")
-
-
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-
-
-def from_micros(micros: int) -> dt.datetime:
-    """Microseconds since the epoch as an aware UTC datetime."""
-    return EPOCH + dt.timedelta(microseconds=int(micros))
-
-
-def to_micros(moment: str) -> int:
-    """Microseconds since the epoch of an ISO-8601 time (:func:`iso`), in exact integers."""
-    delta = dt.datetime.fromisoformat(moment) - EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def iso_micros(micros: int | None) -> str | None:
-    """:func:`iso` of microseconds since the epoch; None stays None."""
-    return None if micros is None else iso(from_micros(micros))

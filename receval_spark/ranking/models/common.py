@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from receval_spark.schema import ITEM, USER
+from receval_spark.columns import ITEM, USER
 
 # hash buckets of :func:`dense_ids`: a fixed number, so the numbering is a function of the id set
 # alone (not of the partitioning or of spark.sql.shuffle.partitions)

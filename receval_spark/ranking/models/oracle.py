@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from receval_spark.schema import GRADE, ITEM, SCORE, USER
+from receval_spark.columns import GRADE, ITEM, SCORE, USER
 
 
 def oracle_candidates(truth: DataFrame) -> DataFrame:

@@ -12,12 +12,12 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
+from receval_spark.columns import USER
 from receval_spark.config import ModelConfig, TuningConfig, hyperparameter_grid, hyperparameters
 from receval_spark.metrics.accuracy import per_user_accuracy
 from receval_spark.metrics.aggregate import exact_mean
-from receval_spark.models import fit_model
-from receval_spark.schema import USER
-from receval_spark.topk import rank_candidates
+from receval_spark.ranking.models import fit_model
+from receval_spark.ranking.topk import rank_candidates
 
 
 def validation_score(

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from receval_spark.columns import ITEM, POSITION, RANK, SESSION, TARGET
 from receval_spark.metrics.aggregate import summary
-from receval_spark.schema import ITEM, POSITION, RANK, SESSION, TARGET
 
 SESSION_ACCURACY = ("recall", "mrr")
 

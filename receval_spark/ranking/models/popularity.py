@@ -5,8 +5,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from receval_spark.models.common import ranks_needed
-from receval_spark.schema import ITEM, SCORE, USER
+from receval_spark.columns import ITEM, SCORE, USER
+from receval_spark.ranking.models.common import ranks_needed
 
 
 def item_popularity(history: DataFrame) -> DataFrame:

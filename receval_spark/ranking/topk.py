@@ -5,8 +5,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from receval_spark.schema import ITEM, RANK, SCORE, USER
-from receval_spark.split import seeded_hash
+from receval_spark.columns import ITEM, RANK, SCORE, USER
+from receval_spark.expressions import seeded_hash
 
 
 def filter_seen_items(candidates: DataFrame, seen: DataFrame) -> DataFrame:

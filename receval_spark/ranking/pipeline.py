@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from receval_spark import __version__
 from receval_spark.alerts import regressions
 from receval_spark.cache import persist, releasing_cache
-from receval_spark.checks import list_coverage, run_checks, run_warnings, temporal_leakage_check
+from receval_spark.columns import ITEM, POSITION, RANK, RATING, REWARD, TIMESTAMP, USER
 from receval_spark.config import (
     LOGGING_POLICY,
     EvaluationConfig,
@@ -38,6 +38,16 @@ from receval_spark.config import (
     sampled_negatives,
 )
 from receval_spark.errors import InputError
+from receval_spark.expressions import iso_micros
+from receval_spark.inputs import (
+    canonical_impressions,
+    canonical_interactions,
+    canonical_items,
+    canonical_recommendations,
+    validate_impressions,
+    validate_interactions,
+    validate_recommendations,
+)
 from receval_spark.io import read_report_history, read_table, reading, write_reports
 from receval_spark.metrics.accuracy import ACCURACY_METRICS, per_user_accuracy
 from receval_spark.metrics.aggregate import macro_average, to_long, union_all
@@ -53,11 +63,7 @@ from receval_spark.metrics.beyond import (
     top_k_lists,
     unit_vectors,
 )
-from receval_spark.metrics.compare import (
-    COMPARISON_KEYS,
-    paired_differences,
-    paired_statistics,
-)
+from receval_spark.metrics.compare import compare_run
 from receval_spark.metrics.compat import compatible_per_user
 from receval_spark.metrics.offpolicy import (
     CLUSTER,
@@ -68,11 +74,17 @@ from receval_spark.metrics.offpolicy import (
     off_policy_sums,
 )
 from receval_spark.metrics.rating import rating_errors, rating_metrics
-from receval_spark.models import Scorer, fallback_users, fit_model
-from receval_spark.models.als import als_item_embeddings
-from receval_spark.models.popularity import popularity_candidates
-from receval_spark.models.random import random_candidates
-from receval_spark.relevance import (
+from receval_spark.ranking.checks import (
+    list_coverage,
+    run_checks,
+    run_warnings,
+    temporal_leakage_check,
+)
+from receval_spark.ranking.models import Scorer, fallback_users, fit_model
+from receval_spark.ranking.models.als import als_item_embeddings
+from receval_spark.ranking.models.popularity import popularity_candidates
+from receval_spark.ranking.models.random import random_candidates
+from receval_spark.ranking.relevance import (
     activity_counts,
     activity_thresholds,
     item_popularity_segments,
@@ -80,7 +92,10 @@ from receval_spark.relevance import (
     scoped_truth,
     user_segments,
 )
-from receval_spark.report.tables import (
+from receval_spark.ranking.split import Split, split_interactions
+from receval_spark.ranking.topk import rank_candidates, sampled_top_k
+from receval_spark.ranking.tuning import tune
+from receval_spark.results import (
     Check,
     ComparisonRow,
     MetricRow,
@@ -93,40 +108,11 @@ from receval_spark.report.tables import (
     per_user_table,
     runs_table,
 )
-from receval_spark.schema import (
-    ITEM,
-    POSITION,
-    RANK,
-    RATING,
-    REWARD,
-    TIMESTAMP,
-    USER,
-    canonical_impressions,
-    canonical_interactions,
-    canonical_items,
-    canonical_recommendations,
-    validate_impressions,
-    validate_interactions,
-    validate_recommendations,
-)
-from receval_spark.split import (
-    Split,
-    iso_micros,
-    split_interactions,
-)
 from receval_spark.stats import (
-    SignedRanks,
-    difference_bounds,
-    holm,
     mean_interval,
     metric_bounds,
     normal_interval,
-    paired_t_pvalue,
-    t_interval,
-    wilcoxon_pvalue,
 )
-from receval_spark.topk import rank_candidates, sampled_top_k
-from receval_spark.tuning import tune
 
 JOB_STAGES = ("read", "split", "tune", "top_k", "accuracy", "beyond", "statistics", "checks")
 COMPATIBLE_METRICS = ("precision", "recall", "ndcg", "map")
@@ -543,7 +529,7 @@ def evaluate_ratings(
 
 def choose_models(config: JobConfig, split: Split) -> tuple[list[ModelConfig], dict[str, Any]]:
     """Every configured model with single hyperparameter values: a grid is tuned on the
-    validation period (receval_spark.tuning), a one-point grid is taken as written. Returns
+    validation period (receval_spark.ranking.tuning), a one-point grid is taken as written. Returns
     the models and the tuning record per tuned model."""
     grids = {m.name for m in config.models if len(hyperparameter_grid(m)) > 1}
     if not grids:
@@ -582,7 +568,7 @@ def sampled_protocol(
     """Accuracy under ``sampled_<N>``: each user's relevant test items ranked together with N
     seeded negatives (:func:`sampled_candidates`) by every model that scores any item, users a
     model cannot score left without a list and equal scores ordered by a seeded hash
-    (:func:`receval_spark.topk.sampled_top_k`). Returns the macro rows (labelled with the
+    (:func:`receval_spark.ranking.topk.sampled_top_k`). Returns the macro rows (labelled with the
     protocol) and the per-user table."""
     n = sampled_negatives(protocol)
     pairs = persist(
@@ -924,63 +910,6 @@ def versions(spark: SparkSession) -> dict[str, str]:
         "spark": spark.version,
         "python": platform.python_version(),
     }
-
-
-def compare_run(
-    per_user_by_protocol: dict[str, DataFrame | None], *, baseline: str
-) -> list[ComparisonRow]:
-    """Every comparison of the run (:func:`compare_models` under each protocol), Holm-adjusted
-    as one family per test over all of them: every protocol, segment, metric and k together
-    (DESIGN §7), ``holm_family_size`` = the number of comparisons."""
-    rows = [
-        dataclasses.replace(c, protocol=protocol)
-        for protocol, per_user in per_user_by_protocol.items()
-        if per_user is not None
-        for c in compare_models(per_user, baseline=baseline)
-    ]
-    return holm_adjusted(rows)
-
-
-def holm_adjusted(rows: list[ComparisonRow]) -> list[ComparisonRow]:
-    """``rows`` with p_holm / p_wilcoxon_holm: the t-test / Wilcoxon p-values Holm-adjusted,
-    each test its own family of all ``rows`` (no comparison left out), and the family size."""
-    p_holm = holm([r.p_ttest for r in rows])
-    p_wilcoxon_holm = holm([r.p_wilcoxon for r in rows])
-    return [
-        dataclasses.replace(r, p_holm=a, p_wilcoxon_holm=b, holm_family_size=len(rows))
-        for r, a, b in zip(rows, p_holm, p_wilcoxon_holm, strict=True)
-    ]
-
-
-def compare_models(per_user: DataFrame, *, baseline: str) -> list[ComparisonRow]:
-    """Every model against ``baseline`` per (segment, metric, k) on their common users: mean
-    difference with its t-interval (clipped to the range of a difference of the metric),
-    paired t-test and Wilcoxon p-values; not yet Holm-adjusted (:func:`compare_run`)."""
-    keys = ["model", "baseline", *COMPARISON_KEYS]
-    statistics = paired_statistics(paired_differences(per_user, baseline=baseline), by=keys)
-    rows = []
-    for r in statistics.collect():
-        low, high = t_interval(
-            r["mean_diff"], r["std_diff"], r["n_users"], bounds=difference_bounds(r["metric"])
-        )
-        ranks = SignedRanks(r["n_users"], r["n_nonzero"], r["rank_plus"], r["tie_term"])
-        rows.append(
-            ComparisonRow(
-                model=r["model"],
-                baseline=r["baseline"],
-                segment=r["segment"],
-                metric=r["metric"],
-                k=r["k"],
-                n_users=r["n_users"],
-                mean_diff=r["mean_diff"],
-                std_diff=r["std_diff"],
-                ci_low=low,
-                ci_high=high,
-                p_ttest=paired_t_pvalue(r["mean_diff"], r["std_diff"], r["n_users"]),
-                p_wilcoxon=wilcoxon_pvalue(ranks),
-            )
-        )
-    return rows
 
 
 def _metric_row(row: Any) -> MetricRow:

@@ -1,0 +1,16 @@
+"""Canonical column names: every table inside the jobs uses these; the user's own names
+appear only in the config (``columns:`` blocks). Imports nothing."""
+
+USER = "user_id"
+ITEM = "item_id"
+TIMESTAMP = "timestamp"
+RATING = "rating"
+SCORE = "score"
+RANK = "rank"
+GRADE = "grade"
+SESSION = "session_id"
+POSITION = "position"
+TARGET = "target_id"
+ORDER = "order"
+REWARD = "reward"
+PROPENSITY = "propensity"

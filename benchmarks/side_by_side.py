@@ -15,11 +15,11 @@ to the driver. Tools (``--tools``):
   ``collect_list``).
 * ``recommenders``: ``SparkRankingEvaluation`` (relevancy ``top_k``), its four metrics.
 * ``numpy``: the same four numbers in one process with numpy (sort, isin, bincount).
-* ``receval_full``: the whole job (``pipeline.run_job``) on one external model: every accuracy
-  metric at k = 5, 10, 20, every beyond-accuracy metric (category diversity, no embeddings),
-  t-intervals and bootstrap intervals (B = 100); its per-stage seconds are recorded and the
-  compared time is the stages after split and before write (top_k .. checks), the phases the
-  other tools are timed on.
+* ``receval_full``: the whole job (``rv.evaluate`` + ``rv.write_reports``) on one external
+  model: every accuracy metric at k = 5, 10, 20, every beyond-accuracy metric (category
+  diversity, no embeddings), t-intervals and bootstrap intervals (B = 100); its per-stage
+  seconds are recorded and the compared time is the stages after split and before write
+  (top_k .. checks), the phases the other tools are timed on.
 * ``recommenders_full``: the four ranking metrics plus ``SparkDiversityEvaluation``'s catalogue
   coverage, novelty, diversity and serendipity (item co-occurrence similarity).
 
@@ -273,28 +273,18 @@ def full_job_config(data: Path, output: Path) -> dict[str, Any]:
 
 def receval_full_run(spark: Any, data: Path) -> tuple[dict[str, float], dict[str, float]]:
     """One run of the whole job in this process: (metric values at K, stage seconds)."""
-    import yaml
-
-    from receval_spark.config import load_config
-    from receval_spark.ranking.pipeline import run_job
+    import receval_spark as rv
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "job.yaml"
-        path.write_text(yaml.safe_dump(full_job_config(data, Path(tmp) / "reports")))
-        config = load_config(str(path), ())
-        evaluation = run_job(
-            spark,
-            config,
-            run_id="bench",
-            run_date=dt.date(2026, 11, 30),
-            clock=lambda: dt.datetime.now(dt.UTC),
-        )
+        config = full_job_config(data, Path(tmp) / "reports")
+        with rv.evaluate(spark, config, keep_cached=True) as evaluation:
+            commit = rv.write_reports(evaluation)
     values = {
         r.metric: r.value
-        for r in evaluation.metrics
+        for r in evaluation.outcome.metrics
         if r.segment == "all" and r.k == K and r.metric in (*FOUR, "coverage")
     }
-    return values, evaluation.stage_seconds
+    return values, {**evaluation.stage_seconds, "write": commit.seconds}
 
 
 # --- one tool in this process ----------------------------------------------------------------

@@ -1,11 +1,11 @@
-"""Persisted intermediates, released when the job ends.
+"""Persisted intermediates, released when the evaluation that made them is done.
 
-A local or spark-submit job frees its cache when its SparkContext stops, but a Spark Connect
-server outlives its clients and shares one cache among all their sessions: a DataFrame a
-client persisted stays cached after ``stop()``, and a later run whose plan matches it (the
-same input path, even with new files in it) is answered from the stale cache. So every
-``persist`` of the jobs goes through :func:`persist`, and the jobs run inside
-:func:`releasing_cache`, which unpersists them all on the way out, failures included.
+A local or spark-submit job frees its cache when its SparkContext stops, but a notebook or a
+Spark Connect server outlives a run and shares one cache among all its work: a DataFrame a
+run persisted stays cached, and a later run whose plan matches it (the same input path, even
+with new files in it) is answered from the stale cache. So every ``persist`` of the jobs goes
+through :func:`persist`, which records the DataFrame in the enclosing :class:`CachedTables`;
+the API releases them when ``evaluate`` returns, or when the caller's ``with`` block ends.
 """
 
 from __future__ import annotations
@@ -16,29 +16,68 @@ from contextvars import ContextVar
 
 from pyspark.sql import DataFrame
 
-_PERSISTED: ContextVar[list[DataFrame] | None] = ContextVar("receval_persisted", default=None)
+
+class CachedTables:
+    """The DataFrames :func:`persist` cached while this was the active scope."""
+
+    def __init__(self) -> None:
+        self._frames: list[DataFrame] = []
+
+    def add(self, df: DataFrame) -> None:
+        self._frames.append(df)
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    def release(self) -> None:
+        """Unpersist every recorded DataFrame (idempotent; best effort: a lost connection
+        must not hide the run's own result or error)."""
+        frames, self._frames = self._frames, []
+        for df in reversed(frames):
+            with contextlib.suppress(Exception):
+                df.unpersist()
+
+
+_ACTIVE: ContextVar[CachedTables | None] = ContextVar("receval_cached_tables", default=None)
 
 
 def persist(df: DataFrame) -> DataFrame:
-    """``df.persist()`` (MEMORY_AND_DISK), unpersisted when the enclosing
-    :func:`releasing_cache` ends (outside one it simply stays persisted)."""
+    """``df.persist()`` (MEMORY_AND_DISK), recorded in the active :func:`tracking_cache`
+    scope (outside one it simply stays persisted).
+
+    Spark keeps one cache entry per plan: when an equal plan is cached already (another
+    evaluation in the session, or the caller's own ``cache()``), that entry is used as it is
+    and not recorded, so releasing this scope never drops data another owner still holds."""
+    tables = _ACTIVE.get()
+    if tables is None or _is_cached(df):
+        return df.persist()
     persisted = df.persist()
-    tracked = _PERSISTED.get()
-    if tracked is not None:
-        tracked.append(persisted)
+    tables.add(persisted)
     return persisted
+
+
+def _is_cached(df: DataFrame) -> bool:
+    """Whether the session's cache holds an entry for ``df``'s plan."""
+    level = df.storageLevel
+    return level.useMemory or level.useDisk or level.useOffHeap
+
+
+@contextlib.contextmanager
+def tracking_cache() -> Iterator[CachedTables]:
+    """Record what :func:`persist` caches inside the block; the caller releases it."""
+    tables = CachedTables()
+    token = _ACTIVE.set(tables)
+    try:
+        yield tables
+    finally:
+        _ACTIVE.reset(token)
 
 
 @contextlib.contextmanager
 def releasing_cache() -> Iterator[None]:
     """Unpersist every DataFrame :func:`persist` cached inside the block when it exits."""
-    tracked: list[DataFrame] = []
-    token = _PERSISTED.set(tracked)
-    try:
-        yield
-    finally:
-        _PERSISTED.reset(token)
-        for df in reversed(tracked):
-            # best effort: a lost connection must not hide the job's own result or error
-            with contextlib.suppress(Exception):
-                df.unpersist()
+    with tracking_cache() as tables:
+        try:
+            yield
+        finally:
+            tables.release()

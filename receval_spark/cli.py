@@ -12,26 +12,19 @@ import contextlib
 import datetime as dt
 import sys
 import traceback
-import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
-from receval_spark.config import SessionJobConfig, load_config
-from receval_spark.errors import SetupError, UserError, first_line
+from receval_spark.config import JobConfig, SessionJobConfig, load_config
+from receval_spark.errors import InputError, SetupError, UserError, first_line
+
+if TYPE_CHECKING:
+    from receval_spark.api import Commit, Evaluation
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_REGRESSED = 0, 1, 2, 3
 HEADLINE_METRICS = ("ndcg", "map", "recall", "precision", "mrr", "rmse", "mae")
-
-
-def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def new_run_id(now: dt.datetime) -> str:
-    """Sortable by start time, unique per run: ``20261129T185100Z-1a2b3c4d``."""
-    return f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
 
 
 def _set_verbose(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -90,25 +83,29 @@ def _with_remote(overrides: tuple[str, ...], remote: str | None) -> tuple[str, .
     return (*overrides, f"spark.remote={remote}") if remote else overrides
 
 
-def _run(config: Any, runner: Callable[..., Any], *, verbose: bool) -> tuple[Any, str, dt.date]:
-    """Start (or reuse) Spark, run ``runner`` for the config's run date, stop what we started."""
+def _run(
+    config: JobConfig | SessionJobConfig,
+    evaluate: Callable[..., Evaluation],
+    *,
+    verbose: bool,
+) -> tuple[Evaluation, Commit]:
+    """Start (or reuse) Spark, evaluate with the API, commit, stop what we started; render."""
     from pyspark.sql import SparkSession  # imported late: --help and config errors stay fast
 
+    from receval_spark.api import write_reports
     from receval_spark.spark import build_session
 
-    started = utc_now()
-    run_date = config.run.date or started.date()
-    run_id = new_run_id(started)
     owns_session = SparkSession.getActiveSession() is None
     spark = build_session(config.spark, app_name=f"receval:{config.run.name}", quiet=not verbose)
     try:
-        with contextlib.nullcontext() if verbose else _quiet_failures():
-            result = runner(spark, config, run_id=run_id, run_date=run_date, clock=utc_now)
+        quieted = contextlib.nullcontext() if verbose else _quiet_failures()
+        with quieted, evaluate(spark, config, keep_cached=True) as evaluation:
+            commit = write_reports(evaluation)
     finally:
         if owns_session:
             spark.stop()
-    _render(config.output.path, run_date)
-    return result, run_id, run_date
+    _render(config.output.path, commit.run_date)
+    return evaluation, commit
 
 
 # PySpark's (Python) loggers of an error's DataFrame or SQL query context: they print a trace.
@@ -138,29 +135,27 @@ def _quiet_failures() -> Iterator[None]:
 def _render(output_path: str, run_date: dt.date) -> None:
     """Render the human report of the committed run into ``output.path/report/DATE/``; on a
     non-local output the report is left to ``receval report`` run where the files are."""
+    from receval_spark.api import render_report
     from receval_spark.io import local_path
-    from receval_spark.report.render import write_report
 
-    local = local_path(output_path)
-    if local is None:
+    if local_path(output_path) is None:
         click.echo(
             f"note: {output_path} is not on the local filesystem; render the human report with "
             "receval report --reports DIR on a copy of it",
             err=True,
         )
         return
-    target = write_report(local, date=run_date.isoformat())
-    click.echo(f"report: {target}")
+    click.echo(f"report: {render_report(output_path, date=run_date.isoformat())}")
 
 
-def _finish(evaluation: Any) -> int:
-    """Print warnings and failed checks; the exit status."""
+def _finish(evaluation: Evaluation, commit: Commit) -> int:
+    """Print warnings, failed checks and alerts; the exit status."""
     for warning in evaluation.warnings:
         click.echo(f"warning: {warning}", err=True)
     failed = [c for c in evaluation.checks if not c.passed]
     for check in failed:
         click.echo(f"error: check {check.name} failed: {check.detail}", err=True)
-    alerts = evaluation.alerts
+    alerts = commit.alerts
     for alert in alerts:
         click.echo(f"alert: {alert}", err=True)
     if failed:
@@ -176,18 +171,22 @@ def _finish(evaluation: Any) -> int:
 def evaluate(config_path: str, overrides: tuple[str, ...], remote: str | None) -> int:
     """Split, score every configured model and write the reports for run.date."""
     config = load_config(config_path, _with_remote(overrides, remote))
-    from receval_spark.ranking.pipeline import run_job
+    from receval_spark.api import evaluate as evaluate_ranking
 
-    evaluation, run_id, run_date = _run(config, run_job, verbose=_verbose())
+    evaluation, commit = _run(config, evaluate_ranking, verbose=_verbose())
+    outcome = evaluation.outcome
     click.echo(
-        f"run {run_id} ({run_date}): {evaluation.n_users_evaluated} users evaluated; "
-        f"reports in {config.output.path}"
+        f"run {commit.run_id} ({commit.run_date}): {outcome.n_users_evaluated} users "
+        f"evaluated; reports in {commit.output}"
     )
     click.echo(
         "  stages (s): "
-        + ", ".join(f"{name} {seconds:.1f}" for name, seconds in evaluation.stage_seconds.items())
+        + ", ".join(
+            f"{name} {seconds:.1f}"
+            for name, seconds in {**evaluation.stage_seconds, "write": commit.seconds}.items()
+        )
     )
-    for row in sorted(evaluation.metrics, key=lambda r: (r.model, r.metric, r.k or 0)):
+    for row in sorted(outcome.metrics, key=lambda r: (r.model, r.metric, r.k or 0)):
         if row.segment == "all" and row.metric in HEADLINE_METRICS:
             name = f"{row.metric}@{row.k}" if row.k is not None else row.metric
             click.echo(
@@ -196,7 +195,7 @@ def evaluate(config_path: str, overrides: tuple[str, ...], remote: str | None) -
             )
     headline = [
         c
-        for c in evaluation.comparisons
+        for c in outcome.comparisons
         if c.segment == "all" and c.metric in HEADLINE_METRICS and c.protocol == "full"
     ]
     for c in sorted(headline, key=lambda c: (c.model, c.metric, c.k or 0)):
@@ -205,16 +204,16 @@ def evaluate(config_path: str, overrides: tuple[str, ...], remote: str | None) -
             f"{c.metric + '@' + str(c.k) + ' ' + _protocol(c.protocol):<22} "
             f"{c.mean_diff:+.4f}{_interval(c.ci_low, c.ci_high)}  p_holm {_p(c.p_holm)}"
         )
-    if evaluation.off_policy:
+    if outcome.off_policy:
         click.echo("  off-policy estimates (mean reward per logged impression):")
-    for o in evaluation.off_policy:
+    for o in outcome.off_policy:
         value = "n/a" if o.value is None else f"{o.value:.4f}"
         effective = "" if o.effective_n is None else f"  effective n {o.effective_n:.1f}"
         click.echo(
             f"  {o.model:<16} {o.estimator:<14} {value}{_interval(o.ci_low, o.ci_high)}"
             f"  n {o.n_impressions}{effective}"
         )
-    return _finish(evaluation)
+    return _finish(evaluation, commit)
 
 
 @cli.command()
@@ -225,21 +224,22 @@ def evaluate(config_path: str, overrides: tuple[str, ...], remote: str | None) -
 def sessions(config_path: str, overrides: tuple[str, ...], remote: str | None) -> int:
     """Session-based next-item protocol: preprocess, split, predict every next click."""
     config = load_config(config_path, _with_remote(overrides, remote), schema=SessionJobConfig)
-    from receval_spark.sessions.pipeline import run_sessions
+    from receval_spark.api import evaluate_sessions
 
-    evaluation, run_id, run_date = _run(config, run_sessions, verbose=_verbose())
+    evaluation, commit = _run(config, evaluate_sessions, verbose=_verbose())
+    outcome = evaluation.outcome
     click.echo(
-        f"run {run_id} ({run_date}): {evaluation.n_events} prediction events; "
-        f"reports in {config.output.path}"
+        f"run {commit.run_id} ({commit.run_date}): {outcome.n_users_evaluated} prediction "
+        f"events; reports in {commit.output}"
     )
-    for row in sorted(evaluation.metrics, key=lambda r: (r.model, r.metric, r.k or 0)):
+    for row in sorted(outcome.metrics, key=lambda r: (r.model, r.metric, r.k or 0)):
         percent = row.metric in ("recall", "mrr")  # as the papers' tables
         if row.value is None:  # popularity bias of a model without any list
             value = "n/a"
         else:
             value = f"{100 * row.value:6.2f}%" if percent else f"{row.value:.4f}"
         click.echo(f"  {row.model:<16} {row.metric + '@' + str(row.k):<20} {value}")
-    return _finish(evaluation)
+    return _finish(evaluation, commit)
 
 
 @cli.command()
@@ -251,16 +251,12 @@ def sessions(config_path: str, overrides: tuple[str, ...], remote: str | None) -
 @VERBOSE_OPTION
 def report(reports: str, date: str | None, out: str | None) -> int:
     """Render the human report (HTML and Markdown) from the Parquet reports alone."""
-    from pathlib import Path
-
-    from receval_spark.errors import InputError
+    from receval_spark.api import render_report
     from receval_spark.io import local_path
-    from receval_spark.report.render import write_report
 
-    folder = local_path(reports)
-    if folder is None:
+    if local_path(reports) is None:
         raise InputError(f"--reports: {reports} is not a local folder; copy the reports locally.")
-    target = write_report(folder, date=date, out=Path(out) if out else None)
+    target = render_report(reports, date=date, out=out)
     click.echo(f"report: {target} and {target.with_suffix('.md')}")
     return EXIT_OK
 

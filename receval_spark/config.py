@@ -10,7 +10,7 @@ import itertools
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, get_args
 from urllib.parse import urlparse
@@ -59,9 +59,12 @@ class OutputConfig(_Strict):
 
 
 class _FileSource(_Strict):
-    """Where a table lives and how to parse it (CSV options apply to ``format: csv`` only)."""
+    """Where a table lives and how to parse it (CSV options apply to ``format: csv`` only).
 
-    path: str
+    ``path`` may be left out when the table is given to the Python API as a DataFrame
+    (``receval_spark.evaluate(..., interactions=df)``); the column names still apply to it."""
+
+    path: str | None = None
     format: Literal["parquet", "csv"] = "parquet"
     header: bool = True
     delimiter: str = ","
@@ -113,7 +116,7 @@ class ImpressionsSource(_FileSource):
 
 
 class DataConfig(_Strict):
-    interactions: InteractionsSource
+    interactions: InteractionsSource = Field(default_factory=InteractionsSource)
     items: ItemsSource | None = None
     impressions: ImpressionsSource | None = None  # enables off-policy estimates
 
@@ -482,7 +485,7 @@ class JobConfig(_Strict):
     run: RunConfig = Field(default_factory=RunConfig)
     spark: SparkConfig = Field(default_factory=SparkConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
-    data: DataConfig
+    data: DataConfig = Field(default_factory=DataConfig)
     split: SplitConfig
     relevance: RelevanceConfig = Field(default_factory=RelevanceConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
@@ -786,6 +789,15 @@ def load_config(
     given with ``--set`` resolve against the current directory. Local input paths must exist
     and be readable; a local output path must be (or be creatable as) a writable folder.
     """
+    config = validate_config(read_config_file(path, overrides), schema=schema)
+    check_sources(config)
+    check_output_path(config.output.path)
+    return config
+
+
+def read_config_file(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """The raw mapping of a YAML config with ``overrides`` applied and relative local paths
+    made absolute (against the file's folder, and the current directory for ``--set``)."""
     config_path = Path(path)
     try:
         raw = yaml.safe_load(config_path.read_text(encoding="utf-8"))
@@ -799,14 +811,11 @@ def load_config(
         raise ConfigError(
             f"--config: {config_path} must hold a mapping of sections (run, data, ...)"
         )
-    _resolve_paths(raw, base=config_path.resolve().parent)
+    resolve_paths(raw, base=config_path.resolve().parent)
     for override in overrides:
         _apply_override(raw, override)
-    _resolve_paths(raw, base=Path.cwd())
-    config = validate_config(raw, schema=schema)
-    _check_input_paths(config)
-    _check_output_path(config.output.path)
-    return config
+    resolve_paths(raw, base=Path.cwd())
+    return raw
 
 
 def validate_config(raw: dict[str, Any], *, schema: type[_Config] = JobConfig) -> _Config:
@@ -935,7 +944,7 @@ def _local_path(path: str) -> Path:
     return Path(urlparse(path).path) if path.startswith("file:") else Path(path)
 
 
-def _resolve_paths(raw: dict[str, Any], *, base: Path) -> None:
+def resolve_paths(raw: dict[str, Any], *, base: Path) -> None:
     """Make relative local paths absolute against ``base`` (URIs such as s3a:// are left alone)."""
 
     def fix(node: Any, key: str, name: str) -> None:
@@ -956,24 +965,34 @@ def _resolve_paths(raw: dict[str, Any], *, base: Path) -> None:
         fix(model, "path", f"models.{i}.path")
 
 
-def _check_input_paths(config: JobConfig | SessionJobConfig) -> None:
+def check_sources(config: JobConfig | SessionJobConfig, given: Collection[str] = ()) -> None:
+    """Every input source has a path or a DataFrame (``given``: the keys, e.g.
+    ``data.interactions`` or ``models.my_model``, the caller passed as DataFrames), and every
+    local path exists and is readable."""
     data = config.data
     named = (
         ("interactions", "items", "impressions")
         if isinstance(config, JobConfig)
         else ("clicks", "train", "test")
     )
-    sources: list[tuple[str, str]] = [
-        (f"data.{name}.path", getattr(data, name).path)
+    sources: list[tuple[str, str, str | None]] = [
+        (f"data.{name}", f"data.{name}.path", getattr(data, name).path)
         for name in named
         if getattr(data, name) is not None
     ]
     sources += [
-        (f"models.{i}.path ({m.name})", m.path)
+        (f"models.{m.name}", f"models.{i}.path ({m.name})", m.path)
         for i, m in enumerate(config.models)
         if isinstance(m, ExternalModel | ExternalSessionModel)
     ]
-    for key, path in sources:
+    for source, key, path in sources:
+        if source in given:
+            continue
+        if path is None:
+            raise ConfigError(
+                f"{key}: required key is missing; set it to the table's path, or pass the "
+                f"table as a DataFrame ({_api_argument(source, config)})"
+            )
         if not _is_local(path):
             continue
         local = _local_path(path)
@@ -988,7 +1007,17 @@ def _check_input_paths(config: JobConfig | SessionJobConfig) -> None:
             )
 
 
-def _check_output_path(path: str) -> None:
+def _api_argument(source: str, config: JobConfig | SessionJobConfig) -> str:
+    """The Python API's argument that gives ``source`` as a DataFrame."""
+    function = "evaluate" if isinstance(config, JobConfig) else "evaluate_sessions"
+    section, _, name = source.partition(".")
+    if section == "models":
+        table = "recommendations" if isinstance(config, JobConfig) else "predictions"
+        return f"{table}={{{name!r}: df}} of receval_spark.{function}"
+    return f"{name}=df of receval_spark.{function}"
+
+
+def check_output_path(path: str) -> None:
     """A local output.path must be a folder, or creatable as one, that this user can write."""
     if not _is_local(path):
         return

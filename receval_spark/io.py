@@ -26,7 +26,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from receval_spark.config import _FileSource
-from receval_spark.errors import InputError, first_line
+from receval_spark.errors import ConfigError, InputError, first_line
 
 REPORT_DATASETS = ("metrics", "comparisons", "long_tail", "off_policy", "per_user", "runs")
 _MARKER = "_COMMITTED"
@@ -51,22 +51,30 @@ def local_path(path: str) -> Path | None:
 
 
 @contextmanager
-def reading(key: str, path: str, fmt: str) -> Iterator[None]:
-    """Turn Spark's failures to read or parse an input into one InputError naming the key."""
+def reading(key: str, source: _FileSource) -> Iterator[None]:
+    """Turn Spark's failures to read or parse an input into one InputError naming the key
+    (the path and format when the table is read from a file, else the DataFrame given)."""
     try:
         yield
     except (PySparkException, Py4JJavaError) as exc:
         reason = first_line(exc)
+        if source.path is None:
+            raise InputError(
+                f"{key}: Spark cannot evaluate the DataFrame given for it: {reason}. Check the "
+                "DataFrame (e.g. df.limit(5).show()) and its columns."
+            ) from exc
         raise InputError(
-            f"{key}: cannot read {path} as {fmt}: {reason}. Check {key}.path, .format and the "
-            "CSV options (header, delimiter, column_names)."
+            f"{key}: cannot read {source.path} as {source.format}: {reason}. Check {key}.path, "
+            ".format and the CSV options (header, delimiter, column_names)."
         ) from exc
 
 
 def read_table(spark: SparkSession, source: _FileSource, *, key: str) -> DataFrame:
     """Read a Parquet or CSV table as declared in the config (CSV types are inferred)."""
+    if source.path is None:
+        raise ConfigError(f"{key}.path: required key is missing; set it to the table's path")
     uri = to_uri(source.path)
-    with reading(key, source.path, source.format):
+    with reading(key, source):
         # a long-lived session (Spark Connect server, notebook) may hold a listing or cached
         # plan of this path from an earlier run, before new files were written into it
         spark.catalog.refreshByPath(uri)

@@ -309,3 +309,29 @@ def long_tail_table(long_tail: DataFrame, *, run_id: str) -> DataFrame:
 
 def _finite(value: float | None) -> float | None:
     return None if value is None or value != value else float(value)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one evaluation computed, for either protocol: the driver-side aggregates (a few
+    rows per model, segment, metric and k), plus the lazy per-user and long-tail tables.
+
+    ``n_users_evaluated``: users with a non-empty Rel(u) (ranking), prediction events
+    (session). ``stage_seconds``: wall seconds per stage of the job."""
+
+    metrics: list[MetricRow]
+    split: dict[str, Any]
+    n_users_evaluated: int
+    checks: list[Check]
+    warnings: list[str]
+    comparisons: list[ComparisonRow] = field(default_factory=list)
+    per_user: DataFrame | None = None
+    long_tail: DataFrame | None = None
+    off_policy: list[OffPolicyRow] = field(default_factory=list)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    tuning: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        """Whether every sanity check passed."""
+        return all(check.passed for check in self.checks)

@@ -8,20 +8,15 @@ Only bounded results reach the driver: counts, cut-offs and the metric aggregate
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
-import platform
 import time
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import pyspark
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from receval_spark import __version__
-from receval_spark.alerts import regressions
-from receval_spark.cache import persist, releasing_cache
+from receval_spark.cache import persist
 from receval_spark.columns import ITEM, POSITION, RANK, RATING, REWARD, TIMESTAMP, USER
 from receval_spark.config import (
     LOGGING_POLICY,
@@ -33,7 +28,7 @@ from receval_spark.config import (
     JobConfig,
     ModelConfig,
     PopularityModel,
-    SessionJobConfig,
+    _FileSource,
     hyperparameter_grid,
     sampled_negatives,
 )
@@ -48,7 +43,7 @@ from receval_spark.inputs import (
     validate_interactions,
     validate_recommendations,
 )
-from receval_spark.io import read_report_history, read_table, reading, write_reports
+from receval_spark.io import read_table, reading
 from receval_spark.metrics.accuracy import ACCURACY_METRICS, per_user_accuracy
 from receval_spark.metrics.aggregate import macro_average, to_long, union_all
 from receval_spark.metrics.beyond import (
@@ -96,17 +91,9 @@ from receval_spark.ranking.split import Split, split_interactions
 from receval_spark.ranking.topk import rank_candidates, sampled_top_k
 from receval_spark.ranking.tuning import tune
 from receval_spark.results import (
-    Check,
-    ComparisonRow,
     MetricRow,
     OffPolicyRow,
-    RunRecord,
-    comparisons_table,
-    long_tail_table,
-    metrics_table,
-    off_policy_table,
-    per_user_table,
-    runs_table,
+    Outcome,
 )
 from receval_spark.stats import (
     mean_interval,
@@ -116,28 +103,6 @@ from receval_spark.stats import (
 
 JOB_STAGES = ("read", "split", "tune", "top_k", "accuracy", "beyond", "statistics", "checks")
 COMPATIBLE_METRICS = ("precision", "recall", "ndcg", "map")
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """What one evaluation produced: small aggregates, plus the lazy per-user table."""
-
-    metrics: list[MetricRow]
-    comparisons: list[ComparisonRow]
-    per_user: DataFrame | None
-    long_tail: DataFrame | None
-    split: dict[str, Any]
-    n_users_evaluated: int
-    checks: list[Check]
-    warnings: list[str]
-    alerts: list[str] = dataclasses.field(default_factory=list)
-    off_policy: list[OffPolicyRow] = dataclasses.field(default_factory=list)
-    stage_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
-    tuning: dict[str, Any] = dataclasses.field(default_factory=dict)
-
-    @property
-    def passed(self) -> bool:
-        return all(check.passed for check in self.checks)
 
 
 class StageClock:
@@ -155,9 +120,60 @@ class StageClock:
         self._last = now
 
 
-def load_interactions(spark: SparkSession, source: InteractionsSource) -> DataFrame:
-    """Read, map and validate the interaction log (one validation pass)."""
-    raw = read_table(spark, source, key="data.interactions")
+@dataclass(frozen=True)
+class Inputs:
+    """The ranking protocol's inputs on the canonical columns (receval_spark.columns),
+    validated: the interaction log, item metadata and logged impressions when configured, and
+    each external model's recommendations by model name."""
+
+    interactions: DataFrame
+    items: DataFrame | None = None
+    impressions: DataFrame | None = None
+    recommendations: dict[str, DataFrame] = dataclasses.field(default_factory=dict)
+
+
+def read_inputs(
+    spark: SparkSession, config: JobConfig, given: Mapping[str, DataFrame] | None = None
+) -> Inputs:
+    """Read (or take from ``given``, keyed ``data.interactions``, ``data.items``,
+    ``data.impressions``, ``models.<name>``), map and validate every input of the config."""
+    given = given or {}
+
+    def table(key: str, source: _FileSource) -> DataFrame:
+        return given[key] if key in given else read_table(spark, source, key=key)
+
+    data = config.data
+    interactions = load_interactions(
+        table("data.interactions", data.interactions), data.interactions
+    )
+    return Inputs(
+        interactions=interactions,
+        items=(
+            persist(
+                load_items(table("data.items", data.items), data.items, interactions=interactions)
+            )
+            if data.items is not None
+            else None
+        ),
+        impressions=(
+            load_impressions(
+                table("data.impressions", data.impressions),
+                data.impressions,
+                interactions=interactions,
+            )
+            if data.impressions is not None
+            else None
+        ),
+        recommendations={
+            m.name: load_external(table(f"models.{m.name}", m), m, interactions=interactions)
+            for m in config.models
+            if isinstance(m, ExternalModel)
+        },
+    )
+
+
+def load_interactions(raw: DataFrame, source: InteractionsSource) -> DataFrame:
+    """Map and validate the interaction log (one validation pass)."""
     interactions = persist(
         canonical_interactions(
             raw,
@@ -166,15 +182,14 @@ def load_interactions(spark: SparkSession, source: InteractionsSource) -> DataFr
             source="data.interactions",
         )
     )
-    with reading("data.interactions", source.path, source.format):
+    with reading("data.interactions", source):
         validate_interactions(interactions, columns=source.columns, source="data.interactions")
     return interactions
 
 
-def load_items(spark: SparkSession, source: ItemsSource, *, interactions: DataFrame) -> DataFrame:
-    """Read item metadata as (item_id, categories, embedding), ids cast to the log's type."""
-    raw = read_table(spark, source, key="data.items")
-    with reading("data.items", source.path, source.format):
+def load_items(raw: DataFrame, source: ItemsSource, *, interactions: DataFrame) -> DataFrame:
+    """Item metadata as (item_id, categories, embedding), ids cast to the log's type."""
+    with reading("data.items", source):
         return canonical_items(
             raw,
             columns=source.columns,
@@ -185,11 +200,10 @@ def load_items(spark: SparkSession, source: ItemsSource, *, interactions: DataFr
 
 
 def load_impressions(
-    spark: SparkSession, source: ImpressionsSource, *, interactions: DataFrame
+    raw: DataFrame, source: ImpressionsSource, *, interactions: DataFrame
 ) -> DataFrame:
-    """Read, map and validate the logged impressions as (user_id, item_id, position, reward,
+    """Map and validate the logged impressions as (user_id, item_id, position, reward,
     propensity), ids cast to the interaction log's id types (one validation pass)."""
-    raw = read_table(spark, source, key="data.impressions")
     impressions = persist(
         canonical_impressions(
             raw,
@@ -199,7 +213,7 @@ def load_impressions(
             source="data.impressions",
         )
     )
-    with reading("data.impressions", source.path, source.format):
+    with reading("data.impressions", source):
         validate_impressions(impressions, source="data.impressions")
     return impressions
 
@@ -218,12 +232,9 @@ def describe_items(items: DataFrame, catalogue: DataFrame) -> dict[str, int]:
     return {"metadata_rows": items.count(), **row.asDict()}
 
 
-def load_external(
-    spark: SparkSession, model: ExternalModel, *, interactions: DataFrame
-) -> DataFrame:
-    """Read and validate an external model's recommendations as (user_id, item_id, score)."""
+def load_external(raw: DataFrame, model: ExternalModel, *, interactions: DataFrame) -> DataFrame:
+    """Map and validate an external model's recommendations as (user_id, item_id, score)."""
     key = f"models.{model.name}"
-    raw = read_table(spark, model, key=key)
     recs = canonical_recommendations(
         raw,
         columns=model.columns,
@@ -231,7 +242,7 @@ def load_external(
         item_type=interactions.schema[ITEM].dataType,
         source=key,
     )
-    with reading(key, model.path, model.format):
+    with reading(key, model):
         return validate_recommendations(recs, columns=model.columns, source=key)
 
 
@@ -277,8 +288,9 @@ def describe_split(split: Split) -> dict[str, Any]:
     return described
 
 
-def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
-    """Split, score every configured model, and aggregate accuracy and beyond-accuracy metrics.
+def evaluate(config: JobConfig, inputs: Inputs) -> Outcome:
+    """Split, score every configured model, and aggregate accuracy and beyond-accuracy metrics
+    (DataFrames in, the outcome out; nothing is written).
 
     ``stage_seconds`` of the result: read (reading and validating the inputs), split (the
     split, Rel(u) and the evaluated users), top_k (every model's lists), accuracy (per-user
@@ -288,17 +300,12 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
     settings = config.evaluation
     ks = settings.k
     clock = StageClock()
-    interactions = load_interactions(spark, config.data.interactions)
-    externals = {
-        m.name: load_external(spark, m, interactions=interactions)
-        for m in config.models
-        if isinstance(m, ExternalModel)
-    }
-    impressions = (
-        load_impressions(spark, config.data.impressions, interactions=interactions)
-        if config.data.impressions is not None
-        else None
+    interactions, externals, impressions = (
+        inputs.interactions,
+        inputs.recommendations,
+        inputs.impressions,
     )
+    spark = interactions.sparkSession
     clock.lap("read")
     split = split_interactions(config.split, interactions)
     split_summary = describe_split(split)
@@ -380,9 +387,10 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
         rows += sampled_rows
     clock.lap("accuracy")
     lists = persist(top_k_lists(ranked_all, ks=ks).drop(RANK))
-    inputs, skipped = _beyond_inputs(
+    beyond_inputs, skipped = _beyond_inputs(
         spark,
         config,
+        items=inputs.items,
         history=history,
         users=users,
         truth=truth,
@@ -393,14 +401,16 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
         summary=split_summary,
     )
     warnings = skipped
-    beyond_users = per_user_beyond(lists, inputs, by=["model", "k"], metrics=settings.metrics)
+    beyond_users = per_user_beyond(
+        lists, beyond_inputs, by=["model", "k"], metrics=settings.metrics
+    )
     if beyond_users is not None:
         beyond_users = persist(beyond_users.join(segments, on=USER))
         rows += _macro_rows(beyond_users)
     per_user_long = union_all([f for f in (accuracy, beyond_users) if f is not None])
     groups = group_beyond(
         lists.join(segments, on=USER),
-        inputs,
+        beyond_inputs,
         by=["model", "segment", "k"],
         metrics=settings.metrics,
         pairs=settings.personalization_pairs,
@@ -441,7 +451,7 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
     )
     warnings = run_warnings(config, n_users, rows, coverage=coverage) + warnings
     clock.lap("checks")
-    return Evaluation(
+    return Outcome(
         metrics=rows,
         comparisons=comparisons,
         per_user=per_user_long,
@@ -460,7 +470,7 @@ def evaluate(spark: SparkSession, config: JobConfig) -> Evaluation:
 
 def evaluate_ratings(
     config: JobConfig, split: Split, summary: dict[str, Any], clock: StageClock
-) -> Evaluation:
+) -> Outcome:
     """The ``rating_prediction`` task: MAE, MSE and RMSE of every model's predicted ratings
     over the test ratings whose user and item have train ratings (the pairs every model can
     predict; the others are counted in the run record's split). No ranking metric."""
@@ -514,7 +524,7 @@ def evaluate_ratings(
         "the test ratings, not how well a model ranks items; use task: ranking for that",
         *run_warnings(config, n_users, rows),
     ]
-    return Evaluation(
+    return Outcome(
         metrics=rows,
         comparisons=[],
         per_user=None,
@@ -720,6 +730,7 @@ def _beyond_inputs(
     spark: SparkSession,
     config: JobConfig,
     *,
+    items: DataFrame | None,
     history: DataFrame,
     users: DataFrame,
     truth: DataFrame,
@@ -733,9 +744,7 @@ def _beyond_inputs(
     settings = config.evaluation
     wanted = set(settings.metrics)
     warnings = []
-    items = None
-    if config.data.items is not None:
-        items = persist(load_items(spark, config.data.items, interactions=interactions))
+    if items is not None and config.data.items is not None:
         summary["items"] = describe_items(items, catalogue)
         missing = summary["items"]["catalogue_items_without_categories"]
         if missing and config.data.items.columns.category is not None:
@@ -808,108 +817,6 @@ def _embedding_source(config: JobConfig) -> str:
         return source
     items = config.data.items
     return "items" if items is not None and items.columns.embedding is not None else "als"
-
-
-def run_job(
-    spark: SparkSession,
-    config: JobConfig,
-    *,
-    run_id: str,
-    run_date: dt.date,
-    clock: Callable[[], dt.datetime],
-) -> Evaluation:
-    """Evaluate and write every report dataset for ``run_date`` in one atomic commit.
-
-    The job's persisted intermediates are released at the end, also on failure (a Spark
-    Connect server keeps them otherwise; see receval_spark.cache).
-    """
-    started_at = clock()
-    with releasing_cache():
-        evaluation = evaluate(spark, config)
-        writing_from = time.monotonic()
-        comparisons = comparisons_table(spark, evaluation.comparisons, run_id=run_id)
-        tables = {"comparisons": comparisons.coalesce(1)}
-        if evaluation.long_tail is not None:
-            tables["long_tail"] = long_tail_table(evaluation.long_tail, run_id=run_id).coalesce(1)
-        if evaluation.off_policy:
-            tables["off_policy"] = off_policy_table(
-                spark, evaluation.off_policy, run_id=run_id
-            ).coalesce(1)
-        if config.output.per_user and evaluation.per_user is not None:
-            tables["per_user"] = per_user_table(evaluation.per_user, run_id=run_id)
-        alerts = commit_run(
-            spark,
-            config,
-            evaluation,
-            n_evaluated=evaluation.n_users_evaluated,
-            run_id=run_id,
-            run_date=run_date,
-            started_at=started_at,
-            finished_at=clock(),
-            tables=tables,
-        )
-    stages = {**evaluation.stage_seconds, "write": time.monotonic() - writing_from}
-    return dataclasses.replace(evaluation, alerts=alerts, stage_seconds=stages)
-
-
-def commit_run(
-    spark: SparkSession,
-    config: JobConfig | SessionJobConfig,
-    evaluation: Any,
-    *,
-    n_evaluated: int,
-    run_id: str,
-    run_date: dt.date,
-    started_at: dt.datetime,
-    finished_at: dt.datetime,
-    tables: dict[str, DataFrame] | None = None,
-) -> list[str]:
-    """Write ``metrics``, ``runs`` (the run record) and the given ``tables`` for ``run_date``
-    in one atomic commit; return the regression alerts that fired against earlier run dates.
-
-    ``evaluation`` carries metrics, split, checks, warnings, passed. Status: failed_checks if a
-    check failed, else regressed if an alert fired, else succeeded.
-    """
-    alerts = []
-    if config.evaluation.alerts:
-        history = read_report_history(config.output.path, "metrics", before=run_date.isoformat())
-        alerts = regressions(evaluation.metrics, history, config.evaluation.alerts)
-    status = "failed_checks" if not evaluation.passed else "regressed" if alerts else "succeeded"
-    record = RunRecord(
-        run_id=run_id,
-        run_name=config.run.name,
-        started_at=started_at,
-        finished_at=finished_at,
-        status=status,
-        config=config.model_dump(mode="json"),
-        split=evaluation.split,
-        n_users_evaluated=n_evaluated,
-        versions=versions(spark),
-        checks=evaluation.checks,
-        warnings=evaluation.warnings,
-        alerts=alerts,
-        tuning=getattr(evaluation, "tuning", {}),
-    )
-    write_reports(
-        {
-            "metrics": metrics_table(spark, evaluation.metrics, run_id=run_id).coalesce(1),
-            **(tables or {}),
-            "runs": runs_table(spark, record).coalesce(1),
-        },
-        output_path=config.output.path,
-        run_date=run_date.isoformat(),
-        run_id=run_id,
-    )
-    return alerts
-
-
-def versions(spark: SparkSession) -> dict[str, str]:
-    return {
-        "receval_spark": __version__,
-        "pyspark": pyspark.__version__,
-        "spark": spark.version,
-        "python": platform.python_version(),
-    }
 
 
 def _metric_row(row: Any) -> MetricRow:

@@ -7,15 +7,14 @@ lists -> report datasets (metrics with protocol ``session``, runs).
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from receval_spark.cache import persist, releasing_cache
+from receval_spark.cache import persist
 from receval_spark.columns import ITEM, POSITION, SESSION, USER
 from receval_spark.config import (
     ClicksSource,
@@ -27,6 +26,7 @@ from receval_spark.config import (
     SessionModelConfig,
     SessionPopModel,
     SrSessionModel,
+    _FileSource,
 )
 from receval_spark.errors import InputError
 from receval_spark.inputs import canonical_clicks, canonical_session_predictions, validate_clicks
@@ -41,8 +41,7 @@ from receval_spark.metrics.beyond import (
     list_counts,
     top_k_lists,
 )
-from receval_spark.ranking.pipeline import commit_run
-from receval_spark.results import Check, MetricRow
+from receval_spark.results import Check, MetricRow, Outcome
 from receval_spark.sessions.metrics import SESSION_ACCURACY, session_accuracy, target_ranks
 from receval_spark.sessions.models import (
     external_lists,
@@ -64,48 +63,63 @@ PROTOCOL = "session"
 
 
 @dataclass(frozen=True)
-class SessionEvaluation:
-    """Small aggregates of one session evaluation."""
+class SessionInputs:
+    """The session protocol's inputs on the canonical columns, validated: one raw click log
+    (``clicks``) or a given train/test pair, and each external model's predictions by name."""
 
-    metrics: list[MetricRow]
-    split: dict[str, Any]
-    n_events: int
-    checks: list[Check]
-    warnings: list[str]
-    alerts: list[str] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return all(check.passed for check in self.checks)
+    clicks: DataFrame | None = None
+    train: DataFrame | None = None
+    test: DataFrame | None = None
+    predictions: dict[str, DataFrame] = field(default_factory=dict)
 
 
-def load_clicks(spark: SparkSession, source: ClicksSource, *, key: str) -> DataFrame:
-    """Read, map and validate a click table (one validation pass)."""
-    raw = read_table(spark, source, key=key)
+def read_session_inputs(
+    spark: SparkSession, config: SessionJobConfig, given: Mapping[str, DataFrame] | None = None
+) -> SessionInputs:
+    """Read (or take from ``given``, keyed ``data.clicks``, ``data.train``, ``data.test``,
+    ``models.<name>``), map and validate every input of the config."""
+    given = given or {}
+
+    def table(key: str, source: _FileSource) -> DataFrame:
+        return given[key] if key in given else read_table(spark, source, key=key)
+
+    clicks = {
+        name: load_clicks(table(f"data.{name}", source), source, key=f"data.{name}")
+        for name in ("clicks", "train", "test")
+        if (source := getattr(config.data, name)) is not None
+    }
+    return SessionInputs(
+        **clicks,
+        predictions={
+            m.name: table(f"models.{m.name}", m)
+            for m in config.models
+            if isinstance(m, ExternalSessionModel)
+        },
+    )
+
+
+def load_clicks(raw: DataFrame, source: ClicksSource, *, key: str) -> DataFrame:
+    """Map and validate a click table (one validation pass)."""
     clicks = persist(
         canonical_clicks(raw, columns=source.columns, time_unit=source.time_unit, source=key)
     )
-    with reading(key, source.path, source.format):
+    with reading(key, source):
         validate_clicks(clicks, columns=source.columns, source=key)
     return clicks
 
 
-def split_sessions(spark: SparkSession, config: SessionJobConfig) -> SessionSplit:
+def split_sessions(config: SessionJobConfig, inputs: SessionInputs) -> SessionSplit:
     """Preprocess and split a raw log, or take a given train/test pair as it is."""
-    data = config.data
-    if data.clicks is not None:
-        clicks = load_clicks(spark, data.clicks, key="data.clicks")
-        return preprocess_sessions(clicks, config.preprocessing)
-    return as_given(
-        load_clicks(spark, data.train, key="data.train"),
-        load_clicks(spark, data.test, key="data.test"),
-    )
+    if inputs.clicks is not None:
+        return preprocess_sessions(inputs.clicks, config.preprocessing)
+    assert inputs.train is not None and inputs.test is not None  # SessionData: one layout
+    return as_given(inputs.train, inputs.test)
 
 
 def session_lists(
-    spark: SparkSession,
     model: SessionModelConfig,
     *,
+    predictions: Mapping[str, DataFrame],
     events: DataFrame,
     train: DataFrame,
     test: DataFrame,
@@ -126,24 +140,24 @@ def session_lists(
         return sr_lists(events, train, k=k, window=model.window)
     if isinstance(model, ExternalSessionModel):
         key = f"models.{model.name}"
-        raw = read_table(spark, model, key=key)
-        with reading(key, model.path, model.format):
-            predictions = canonical_session_predictions(
-                raw,
+        with reading(key, model):
+            canonical = canonical_session_predictions(
+                predictions[model.name],
                 columns=model.columns,
                 session_type=test.schema[SESSION].dataType,
                 item_type=test.schema[ITEM].dataType,
                 source=key,
             )
-        return external_lists(events, predictions, k=k)
+        return external_lists(events, canonical, k=k)
     raise ValueError(f"model {model.name!r}: unknown kind {model.kind!r}")
 
 
-def evaluate_sessions(spark: SparkSession, config: SessionJobConfig) -> SessionEvaluation:
-    """Split, expand test sessions into prediction events, rank with every model, aggregate."""
+def evaluate_sessions(config: SessionJobConfig, inputs: SessionInputs) -> Outcome:
+    """Split, expand test sessions into prediction events, rank with every model, aggregate
+    (DataFrames in, the outcome out; nothing is written)."""
     ks = config.evaluation.k
     wanted = config.evaluation.metrics
-    split = split_sessions(spark, config)
+    split = split_sessions(config, inputs)
     train, test = persist(split.train), persist(split.test)
     events = persist(prediction_events(test))
     n_events = events.count()
@@ -153,12 +167,18 @@ def evaluate_sessions(spark: SparkSession, config: SessionJobConfig) -> SessionE
         union_all(
             [
                 session_lists(
-                    spark, m, events=events, train=train, test=test, k=max(ks)
+                    m,
+                    predictions=inputs.predictions,
+                    events=events,
+                    train=train,
+                    test=test,
+                    k=max(ks),
                 ).withColumn("model", F.lit(m.name))
                 for m in config.models
             ]
         )
     )
+    spark = events.sparkSession
     models = spark.createDataFrame([(m.name,) for m in config.models], "model string")
     rows = []
     if any(m in wanted for m in SESSION_ACCURACY):
@@ -179,8 +199,8 @@ def evaluate_sessions(spark: SparkSession, config: SessionJobConfig) -> SessionE
             f"{test_counts['sessions']} sessions (n - 1 per session: {expected_events})",
         )
     ]
-    return SessionEvaluation(
-        metrics=rows, split=summary, n_events=n_events, checks=checks, warnings=[]
+    return Outcome(
+        metrics=rows, split=summary, n_users_evaluated=n_events, checks=checks, warnings=[]
     )
 
 
@@ -242,29 +262,3 @@ def _metric_row(row: Any) -> MetricRow:
         ci_high=high,
         protocol=PROTOCOL,
     )
-
-
-def run_sessions(
-    spark: SparkSession,
-    config: SessionJobConfig,
-    *,
-    run_id: str,
-    run_date: dt.date,
-    clock: Callable[[], dt.datetime],
-) -> SessionEvaluation:
-    """Evaluate and write the metrics and runs datasets for ``run_date`` in one commit; the
-    persisted intermediates are released at the end (see receval_spark.cache)."""
-    started_at = clock()
-    with releasing_cache():
-        evaluation = evaluate_sessions(spark, config)
-        alerts = commit_run(
-            spark,
-            config,
-            evaluation,
-            n_evaluated=evaluation.n_events,
-            run_id=run_id,
-            run_date=run_date,
-            started_at=started_at,
-            finished_at=clock(),
-        )
-    return replace(evaluation, alerts=alerts)

@@ -33,9 +33,10 @@ import yaml
 from conftest import diginetica_clicks, kept_sql_conf
 from demo_job import explain, run
 
+from receval_spark.cache import releasing_cache
 from receval_spark.cli import main
 from receval_spark.config import validate_config
-from receval_spark.ranking.pipeline import load_external, load_interactions
+from receval_spark.ranking.pipeline import read_inputs
 
 RUN_DATE = "2026-01-02"
 EARLIER_DATE = "2026-01-01"
@@ -730,13 +731,9 @@ def test_external_model_is_valid(tmp_path: Path, committed_reports: Path, spark)
     case = Case(tmp_path, committed_reports)
     case.add_external_model(recommendations_frame())
     config = validate_config(case.config)
-    with kept_sql_conf(spark):
-        interactions = load_interactions(spark, config.data.interactions)
-        try:
-            recs = load_external(spark, config.models[-1], interactions=interactions)
-            assert recs.count() == len(recommendations_frame())
-        finally:
-            interactions.unpersist()
+    with kept_sql_conf(spark), releasing_cache():
+        recs = read_inputs(spark, config).recommendations[config.models[-1].name]
+        assert recs.count() == len(recommendations_frame())
 
 
 # ---------------------------------------------------------------------------------------------

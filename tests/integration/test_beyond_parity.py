@@ -79,18 +79,20 @@ def spark_side(spark, raw: dict) -> tuple[object, pd.DataFrame]:
     """
     from pyspark.sql import functions as F
 
-    from receval_spark.config import ExternalModel, validate_config
+    from receval_spark import evaluate
+    from receval_spark.config import validate_config
     from receval_spark.ranking.models import fit_model
-    from receval_spark.ranking.pipeline import evaluate, load_external, load_interactions
+    from receval_spark.ranking.pipeline import read_inputs
     from receval_spark.ranking.relevance import relevant_items
     from receval_spark.ranking.split import split_interactions
     from receval_spark.ranking.topk import rank_candidates
 
     config = validate_config(raw)
-    evaluation = evaluate(spark, config)
+    evaluation = evaluate(spark, config, keep_cached=True).outcome
 
     k = max(config.evaluation.k)
-    interactions = load_interactions(spark, config.data.interactions)
+    inputs = read_inputs(spark, config)
+    interactions = inputs.interactions
     split = split_interactions(config.split, interactions)
     history = split.history
     truth = relevant_items(split.test, config.relevance)
@@ -98,11 +100,7 @@ def spark_side(spark, raw: dict) -> tuple[object, pd.DataFrame]:
     seen = history.select("user_id", "item_id").distinct()
     frames = []
     for model in config.models:
-        external = (
-            load_external(spark, model, interactions=interactions)
-            if isinstance(model, ExternalModel)
-            else None
-        )
+        external = inputs.recommendations.get(model.name)
         scorer = fit_model(model, history=history, truth=truth, k=k, seen=seen, external=external)
         candidates = scorer.candidates(users)
         ranked = rank_candidates(candidates, k=k, seen=seen)

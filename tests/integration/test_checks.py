@@ -12,6 +12,7 @@ import pandas as pd
 import yaml
 from pyspark.sql import functions as F
 
+from receval_spark import evaluate
 from receval_spark.cli import main
 from receval_spark.config import validate_config
 from receval_spark.expressions import iso
@@ -25,7 +26,6 @@ from receval_spark.ranking.checks import (
     temporal_leakage_check,
 )
 from receval_spark.ranking.models.oracle import oracle_candidates
-from receval_spark.ranking.pipeline import evaluate
 from receval_spark.ranking.split import Split
 from receval_spark.ranking.topk import rank_candidates
 from receval_spark.results import MetricRow
@@ -269,8 +269,8 @@ def test_a_model_without_rows_for_cold_users_scores_zero_there(spark, tmp_path):
     ]
 
     evaluation = evaluate(
-        spark, validate_config(job_config(tmp_path, crafted_log(reconsumed=False), models))
-    )
+        spark, job_config(tmp_path, crafted_log(reconsumed=False), models)
+    ).outcome
 
     cold = {
         (r.model, r.metric): (r.value, r.n_users) for r in evaluation.metrics if r.segment == "cold"
@@ -295,7 +295,7 @@ def test_peer_definitions_report_their_four_metrics_and_recommenders_drops_users
         (tmp_path / definitions).mkdir()
         raw = job_config(tmp_path / definitions, crafted_log(reconsumed=False), models)
         raw["evaluation"] |= {"definitions": definitions, "metrics": ["ndcg", "map", "mrr"]}
-        evaluation = evaluate(spark, validate_config(raw))
+        evaluation = evaluate(spark, raw, keep_cached=True).outcome
         rows = [r for r in evaluation.metrics if r.segment == "all"]
         assert {r.metric for r in rows} == {"ndcg", "map"}  # mrr: not defined by the peers
         counts[definitions] = {r.model: r.n_users for r in rows}

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from receval_spark import evaluate
 from receval_spark.config import validate_config
-from receval_spark.ranking.pipeline import evaluate
 
 pytestmark = pytest.mark.shared_data
 
@@ -75,7 +75,7 @@ def ranking(spark, u_data, tmp_path_factory):
             {"name": "item_knn", "kind": "item_knn", "neighbours": [50, 200]},
         ],
     )
-    return evaluate(spark, cfg)
+    return evaluate(spark, cfg, keep_cached=True).outcome
 
 
 def value(evaluation, model, metric, protocol="full", segment="all"):
@@ -159,7 +159,7 @@ def test_rating_task_errors_match_the_reference_and_say_they_do_not_rank(spark, 
             {"name": "als", "kind": "als", "implicit": False, "rank": 10, "reg_param": 0.1},
         ],
     )
-    evaluation = evaluate(spark, cfg)
+    evaluation = evaluate(spark, cfg).outcome
 
     frame = pd.read_csv(u_data, sep="\t", header=None, names=COLUMNS)
     seconds = frame["timestamp"]

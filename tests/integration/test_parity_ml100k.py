@@ -139,8 +139,7 @@ def job_config(u_data: Path, output: Path, *, relevance: dict, models: list[dict
 
 @pytest.fixture(scope="module")
 def evaluation(u_data: Path, external_path: Path, tmp_path_factory, spark):
-    from receval_spark.config import validate_config
-    from receval_spark.ranking.pipeline import evaluate
+    from receval_spark import evaluate
 
     raw = job_config(
         u_data,
@@ -152,7 +151,7 @@ def evaluation(u_data: Path, external_path: Path, tmp_path_factory, spark):
             {"name": "external", "kind": "external", "path": str(external_path)},
         ],
     )
-    return evaluate(spark, validate_config(raw))
+    return evaluate(spark, raw, keep_cached=True).outcome
 
 
 def macro_table(evaluation) -> pd.DataFrame:
@@ -370,8 +369,7 @@ def graded_reference(split, graded_truth) -> dict[str, tuple[pd.DataFrame, pd.Da
 
 @pytest.fixture(scope="module")
 def graded_evaluation(u_data: Path, tmp_path_factory, spark):
-    from receval_spark.config import validate_config
-    from receval_spark.ranking.pipeline import evaluate
+    from receval_spark import evaluate
 
     raw = job_config(
         u_data,
@@ -379,7 +377,7 @@ def graded_evaluation(u_data: Path, tmp_path_factory, spark):
         relevance={"kind": "graded", "threshold": THRESHOLD},
         models=[{"name": name, "kind": name} for name in GRADED_MODELS],
     )
-    return evaluate(spark, validate_config(raw))
+    return evaluate(spark, raw, keep_cached=True).outcome
 
 
 @pytest.fixture(scope="module")

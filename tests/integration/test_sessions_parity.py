@@ -71,8 +71,7 @@ def diginetica(shared_data: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def diginetica_evaluation(spark, diginetica: Path, tmp_path_factory):
-    from receval_spark.config import SessionJobConfig, validate_config
-    from receval_spark.sessions.pipeline import evaluate_sessions
+    from receval_spark import evaluate_sessions
 
     raw = {
         "output": {"path": str(tmp_path_factory.mktemp("reports"))},
@@ -81,7 +80,7 @@ def diginetica_evaluation(spark, diginetica: Path, tmp_path_factory):
         "evaluation": {"k": list(KS)},
         "models": MODELS,
     }
-    return evaluate_sessions(spark, validate_config(raw, schema=SessionJobConfig))
+    return evaluate_sessions(spark, raw).outcome
 
 
 @pytest.fixture(scope="module")
@@ -112,14 +111,13 @@ def test_diginetica_metrics_equal_the_reference(diginetica_evaluation, diginetic
     train, test, _ = diginetica_reference
     want, n_events = reference_scores(train, test)
 
-    assert diginetica_evaluation.n_events == n_events
+    assert diginetica_evaluation.n_users_evaluated == n_events
     assert spark_scores(diginetica_evaluation) == pytest.approx(want, abs=TOL)
     assert all(c.passed for c in diginetica_evaluation.checks)
 
 
 def test_yoochoose_sample_as_given_equals_the_reference(spark, shared_data: Path, tmp_path):
-    from receval_spark.config import SessionJobConfig, validate_config
-    from receval_spark.sessions.pipeline import evaluate_sessions
+    from receval_spark import evaluate_sessions
 
     folder = shared_data / "yoochoose-clicks-100k"
     files = {part: folder / f"yoochoose-clicks-100k_{part}.txt" for part in ("train_full", "test")}
@@ -138,7 +136,7 @@ def test_yoochoose_sample_as_given_equals_the_reference(spark, shared_data: Path
         "models": MODELS,
     }
 
-    evaluation = evaluate_sessions(spark, validate_config(raw, schema=SessionJobConfig))
+    evaluation = evaluate_sessions(spark, raw).outcome
 
     def read(path):
         df = pd.read_csv(path, sep="\t")
@@ -149,5 +147,5 @@ def test_yoochoose_sample_as_given_equals_the_reference(spark, shared_data: Path
     train, test = read(files["train_full"]), read(files["test"])
     want, n_events = reference_scores(train, test)
     assert [s["clicks"] for s in evaluation.split["steps"]] == [70278, 13568]
-    assert evaluation.n_events == n_events == 13568 - test["session_id"].nunique()
+    assert evaluation.n_users_evaluated == n_events == 13568 - test["session_id"].nunique()
     assert spark_scores(evaluation) == pytest.approx(want, abs=TOL)

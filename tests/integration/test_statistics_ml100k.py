@@ -30,8 +30,7 @@ COLUMNS = ["user_id", "item_id", "rating", "timestamp"]
 
 @pytest.fixture(scope="module")
 def evaluation(shared_data: Path, tmp_path_factory, spark):
-    from receval_spark.config import validate_config
-    from receval_spark.ranking.pipeline import evaluate
+    from receval_spark import evaluate
 
     raw = {
         "run": {"name": "statistics-ml100k"},
@@ -77,7 +76,7 @@ def evaluation(shared_data: Path, tmp_path_factory, spark):
             {"name": "oracle", "kind": "oracle"},
         ],
     }
-    return evaluate(spark, validate_config(raw))
+    return evaluate(spark, raw, keep_cached=True).outcome
 
 
 @pytest.fixture(scope="module")

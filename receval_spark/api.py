@@ -1,0 +1,511 @@
+"""The public Python API; the command line (receval_spark.cli) is a shell over it.
+
+``evaluate`` / ``evaluate_sessions`` take DataFrames the caller holds (or read the tables the
+config names) and return an :class:`Evaluation` of Spark DataFrames with the report schemas;
+nothing is written until :func:`write_reports` commits them. :func:`read_reports` and
+:func:`render_report` read committed reports back. Problems raise ``ConfigError`` (the
+configuration) or ``InputError`` (a table), each naming what is wrong and the fix.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import os
+import platform
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, TypeVar
+
+import pyspark
+from pydantic import BaseModel
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from receval_spark import __version__
+from receval_spark.alerts import regressions
+from receval_spark.cache import CachedTables, tracking_cache
+from receval_spark.config import (
+    JobConfig,
+    SessionJobConfig,
+    check_output_path,
+    check_sources,
+    read_config_file,
+    resolve_paths,
+    validate_config,
+)
+from receval_spark.errors import ConfigError, InputError
+from receval_spark.io import (
+    REPORT_DATASETS,
+    local_path,
+    read_report_history,
+    to_uri,
+)
+from receval_spark.io import (
+    write_reports as commit_datasets,
+)
+from receval_spark.ranking.pipeline import evaluate as evaluate_ranking
+from receval_spark.ranking.pipeline import read_inputs
+from receval_spark.report.render import write_report
+from receval_spark.results import (
+    Check,
+    Outcome,
+    RunRecord,
+    comparisons_table,
+    long_tail_table,
+    metrics_table,
+    off_policy_table,
+    per_user_table,
+    runs_table,
+)
+from receval_spark.sessions.pipeline import evaluate_sessions as evaluate_session_protocol
+from receval_spark.sessions.pipeline import read_session_inputs
+
+ConfigLike = JobConfig | SessionJobConfig | Mapping[str, Any] | str | os.PathLike[str]
+_Config = TypeVar("_Config", JobConfig, SessionJobConfig)
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def new_run_id(now: dt.datetime) -> str:
+    """Sortable by start time, unique per run: ``20261129T185100Z-1a2b3c4d``."""
+    return f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True, eq=False)
+class Evaluation:
+    """One evaluation run of either protocol: the report datasets as Spark DataFrames with
+    the contract's schemas (``metrics``, ``comparisons``, ``per_user``, ``long_tail``,
+    ``off_policy``, ``runs``; None where the run has no such dataset), and the driver-side
+    ``outcome`` they were built from (rows, checks, warnings, stage timings).
+
+    The small datasets are local data; ``per_user`` and ``long_tail`` are lazy. With
+    ``keep_cached=True`` the run's cached intermediates stay until :meth:`release` or the end
+    of a ``with`` block over this object; otherwise they were released already (the lazy
+    datasets then recompute from the inputs when used).
+    """
+
+    run_id: str
+    run_date: dt.date
+    started_at: dt.datetime
+    finished_at: dt.datetime
+    config: JobConfig | SessionJobConfig
+    outcome: Outcome
+    metrics: DataFrame
+    runs: DataFrame
+    comparisons: DataFrame | None = None
+    per_user: DataFrame | None = None
+    long_tail: DataFrame | None = None
+    off_policy: DataFrame | None = None
+    _cached: CachedTables = field(default_factory=CachedTables, repr=False)
+
+    @property
+    def protocol(self) -> Literal["ranking", "session"]:
+        return "ranking" if isinstance(self.config, JobConfig) else "session"
+
+    @property
+    def checks(self) -> list[Check]:
+        return self.outcome.checks
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.outcome.warnings
+
+    @property
+    def passed(self) -> bool:
+        """Whether every sanity check passed (a run that fails one is written as
+        ``failed_checks`` and the CLI exits 1)."""
+        return self.outcome.passed
+
+    @property
+    def stage_seconds(self) -> dict[str, float]:
+        return self.outcome.stage_seconds
+
+    def release(self) -> None:
+        """Unpersist what this run cached (idempotent)."""
+        self._cached.release()
+
+    def __enter__(self) -> Evaluation:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
+@dataclass(frozen=True)
+class Commit:
+    """What :func:`write_reports` committed: where, for which run date, the datasets, the
+    run's final status (``succeeded``, ``regressed`` or ``failed_checks``) and the regression
+    alerts that fired against earlier dates; ``seconds``: the wall time of the commit
+    (writing computes the lazy datasets)."""
+
+    output: str
+    run_date: dt.date
+    run_id: str
+    datasets: tuple[str, ...]
+    status: str
+    alerts: list[str]
+    seconds: float
+
+
+def evaluate(
+    spark: SparkSession,
+    config: ConfigLike,
+    *,
+    interactions: DataFrame | None = None,
+    items: DataFrame | None = None,
+    recommendations: Mapping[str, DataFrame] | None = None,
+    impressions: DataFrame | None = None,
+    keep_cached: bool = False,
+) -> Evaluation:
+    """Evaluate the ranking protocol (DESIGN §§2-7) and return the report datasets; nothing
+    is written.
+
+    ``config``: a mapping or a YAML path with the schema of the YAML config, or a
+    :class:`JobConfig`. A DataFrame given here replaces the table of ``data.interactions``,
+    ``data.items`` or ``data.impressions`` (its ``columns:`` mapping still applies, default
+    ``user_id``, ``item_id``, ``timestamp``), and ``recommendations[name]`` the table of the
+    external model ``name`` (added as ``{name, kind: external}`` when the config has no
+    model of that name; columns default ``user_id``, ``item_id``, ``score``). ``spark`` is used
+    as it is (the config's ``spark`` section is ignored). Raises ConfigError / InputError.
+    """
+    given = _given(
+        {"interactions": interactions, "items": items, "impressions": impressions},
+        recommendations,
+    )
+    job = _job_config(config, JobConfig, given)
+    return _run(
+        spark,
+        job,
+        lambda: evaluate_ranking(job, read_inputs(spark, job, given)),
+        keep_cached=keep_cached,
+    )
+
+
+def evaluate_sessions(
+    spark: SparkSession,
+    config: ConfigLike,
+    *,
+    clicks: DataFrame | None = None,
+    train: DataFrame | None = None,
+    test: DataFrame | None = None,
+    predictions: Mapping[str, DataFrame] | None = None,
+    keep_cached: bool = False,
+) -> Evaluation:
+    """Evaluate the session-based next-item protocol (DESIGN §8): Recall@k and MRR@k over
+    every prediction event, coverage and popularity bias of the lists; nothing is written.
+
+    ``clicks`` replaces ``data.clicks`` (a raw log, preprocessed and split by the job);
+    ``train`` and ``test`` replace ``data.train`` / ``data.test`` (taken as given);
+    ``predictions[name]`` the table of the external session model ``name``. Otherwise as
+    :func:`evaluate`.
+    """
+    given = _given({"clicks": clicks, "train": train, "test": test}, predictions)
+    job = _job_config(config, SessionJobConfig, given)
+    return _run(
+        spark,
+        job,
+        lambda: evaluate_session_protocol(job, read_session_inputs(spark, job, given)),
+        keep_cached=keep_cached,
+    )
+
+
+def write_reports(
+    evaluation: Evaluation, output: str | None = None, *, per_user: bool | None = None
+) -> Commit:
+    """Commit the evaluation's report datasets for its run date (all together or none;
+    other dates are never touched), and return the commit.
+
+    ``output``: a local folder or a Hadoop URI (default: the config's ``output.path``);
+    ``per_user``: also write ``per_user`` (default: ``output.per_user``). The regression
+    alerts of ``evaluation.alerts`` are evaluated against the dates committed earlier at
+    ``output`` and the run record's status says whether one fired.
+    """
+    writing_from = time.monotonic()
+    config = evaluation.config
+    output = output if output is not None else config.output.path
+    check_output_path(output)
+    per_user = config.output.per_user if per_user is None else per_user
+    alerts: list[str] = []
+    if config.evaluation.alerts:
+        history = read_report_history(output, "metrics", before=evaluation.run_date.isoformat())
+        alerts = regressions(evaluation.outcome.metrics, history, config.evaluation.alerts)
+    status = _status(evaluation.outcome, alerts)
+    spark = evaluation.metrics.sparkSession
+    tables: dict[str, DataFrame] = {"metrics": evaluation.metrics.coalesce(1)}
+    for name, table in (
+        ("comparisons", evaluation.comparisons),
+        ("long_tail", evaluation.long_tail),
+        ("off_policy", evaluation.off_policy),
+    ):
+        if table is not None:
+            tables[name] = table.coalesce(1)
+    if per_user and evaluation.per_user is not None:
+        tables["per_user"] = evaluation.per_user
+    record = _record(
+        spark,
+        config,
+        evaluation.outcome,
+        run_id=evaluation.run_id,
+        started_at=evaluation.started_at,
+        finished_at=evaluation.finished_at,
+        status=status,
+        alerts=alerts,
+    )
+    tables["runs"] = runs_table(spark, record).coalesce(1)
+    commit_datasets(
+        tables,
+        output_path=output,
+        run_date=evaluation.run_date.isoformat(),
+        run_id=evaluation.run_id,
+    )
+    return Commit(
+        output=output,
+        run_date=evaluation.run_date,
+        run_id=evaluation.run_id,
+        datasets=tuple(tables),
+        status=status,
+        alerts=alerts,
+        seconds=time.monotonic() - writing_from,
+    )
+
+
+def read_reports(
+    spark: SparkSession,
+    output: str,
+    *,
+    dataset: str,
+    dates: str | dt.date | list[str | dt.date] | None = None,
+) -> DataFrame:
+    """The committed rows of one report dataset at ``output`` (every run date, or only
+    ``dates``), with its ``run_date`` partition column, read through Spark."""
+    if dataset not in REPORT_DATASETS:
+        raise ConfigError(
+            f"dataset: {dataset!r} is not a report dataset; use one of {list(REPORT_DATASETS)}"
+        )
+    root = to_uri(output).rstrip("/")
+    try:
+        rows = spark.read.option("basePath", f"{root}/{dataset}").parquet(f"{root}/{dataset}")
+        _ = rows.columns  # resolves the path now, so a missing dataset fails here
+    except AnalysisException as exc:
+        raise InputError(
+            f"output: no committed {dataset} dataset under {output} ({exc.getCondition()}); "
+            "point it at the output.path of a job that has run"
+        ) from exc
+    rows = rows.withColumn("run_date", F.col("run_date").cast("string"))
+    if dates is None:
+        return rows
+    wanted = [dates] if isinstance(dates, str | dt.date) else dates
+    return rows.filter(F.col("run_date").isin([str(d) for d in wanted]))
+
+
+def render_report(output: str, *, date: str | None = None, out: str | None = None) -> Path:
+    """Render the human report (HTML and Markdown) of one committed run date (default: the
+    latest) from the report datasets at ``output`` alone; returns the HTML file's path
+    (default ``output/report/DATE/report.html``; the Markdown beside it)."""
+    folder = local_path(output)
+    if folder is None:
+        raise InputError(f"output: {output} is not a local folder; copy the reports locally.")
+    return write_report(folder, date=date, out=Path(out) if out else None)
+
+
+def versions(spark: SparkSession) -> dict[str, str]:
+    return {
+        "receval_spark": __version__,
+        "pyspark": pyspark.__version__,
+        "spark": spark.version,
+        "python": platform.python_version(),
+    }
+
+
+def _given(
+    data: Mapping[str, DataFrame | None], models: Mapping[str, DataFrame] | None
+) -> dict[str, DataFrame]:
+    """The DataFrames given, keyed as the config's sources: ``data.<name>``, ``models.<name>``."""
+    given = {f"data.{name}": df for name, df in data.items() if df is not None}
+    given |= {f"models.{name}": df for name, df in (models or {}).items()}
+    for key, df in given.items():
+        if not isinstance(df, DataFrame):
+            raise ConfigError(
+                f"{key}: expected a Spark DataFrame, got {type(df).__name__}; pass "
+                "spark.createDataFrame(...) of it"
+            )
+    return given
+
+
+def _job_config(
+    config: ConfigLike, schema: type[_Config], given: Mapping[str, DataFrame]
+) -> _Config:
+    """The validated config of ``schema`` with the given DataFrames' sources filled in: a
+    ``data.<name>`` section is created where absent, and a model ``{name, kind: external}``
+    added for each given model the config does not name."""
+    if isinstance(config, JobConfig | SessionJobConfig) and not isinstance(config, schema):
+        function = "evaluate" if schema is JobConfig else "evaluate_sessions"
+        raise ConfigError(
+            f"config: {type(config).__name__} is not the configuration of {function}; "
+            f"pass a {schema.__name__}"
+        )
+    if isinstance(config, schema) and not given:
+        job = config
+    else:
+        if isinstance(config, BaseModel):
+            raw = config.model_dump(exclude_unset=True)
+        elif isinstance(config, str | os.PathLike):
+            raw = read_config_file(config)
+        elif isinstance(config, Mapping):
+            raw = copy.deepcopy(dict(config))
+            resolve_paths(raw, base=Path.cwd())
+        else:
+            raise ConfigError(
+                f"config: expected a mapping, a YAML path or a {schema.__name__}, got "
+                f"{type(config).__name__}"
+            )
+        _fill_sources(raw, given)
+        job = validate_config(raw, schema=schema)
+    check_sources(job, given)
+    return job
+
+
+def _fill_sources(raw: dict[str, Any], given: Mapping[str, DataFrame]) -> None:
+    data = raw.setdefault("data", {})
+    models = raw.setdefault("models", [])
+    for key in given:
+        section, _, name = key.partition(".")
+        if section == "data" and isinstance(data, dict) and data.get(name) is None:
+            data[name] = {}
+        if section == "models" and isinstance(models, list):
+            named = [m for m in models if isinstance(m, dict) and m.get("name") == name]
+            if not named:
+                models.append({"name": name, "kind": "external"})
+            elif named[0].get("kind") != "external":
+                raise ConfigError(
+                    f"models.{name}: a DataFrame was given for it, but the config's model "
+                    f"{name!r} has kind {named[0].get('kind')!r}; give the DataFrame another "
+                    "name, or make the model kind: external"
+                )
+
+
+def _run(
+    spark: SparkSession,
+    config: JobConfig | SessionJobConfig,
+    compute: Callable[[], Outcome],
+    *,
+    keep_cached: bool,
+) -> Evaluation:
+    """Run ``compute`` in a cache scope and build the report datasets of its outcome."""
+    started_at = utc_now()
+    run_id = new_run_id(started_at)
+    with tracking_cache() as cached:
+        try:
+            outcome = compute()
+            evaluation = _evaluation(
+                spark, config, outcome, run_id=run_id, started_at=started_at, cached=cached
+            )
+        except BaseException:
+            cached.release()
+            raise
+    if not keep_cached:
+        cached.release()
+    return evaluation
+
+
+def _evaluation(
+    spark: SparkSession,
+    config: JobConfig | SessionJobConfig,
+    outcome: Outcome,
+    *,
+    run_id: str,
+    started_at: dt.datetime,
+    cached: CachedTables,
+) -> Evaluation:
+    """The report datasets of one outcome."""
+    finished_at = utc_now()
+    record = _record(
+        spark,
+        config,
+        outcome,
+        run_id=run_id,
+        started_at=started_at,
+        finished_at=finished_at,
+        status=_status(outcome, []),
+        alerts=[],
+    )
+    return Evaluation(
+        run_id=run_id,
+        run_date=config.run.date or started_at.date(),
+        started_at=started_at,
+        finished_at=finished_at,
+        config=config,
+        outcome=outcome,
+        metrics=metrics_table(spark, outcome.metrics, run_id=run_id),
+        runs=runs_table(spark, record),
+        comparisons=(
+            comparisons_table(spark, outcome.comparisons, run_id=run_id)
+            if isinstance(config, JobConfig)
+            else None
+        ),
+        per_user=(
+            per_user_table(outcome.per_user, run_id=run_id)
+            if outcome.per_user is not None
+            else None
+        ),
+        long_tail=(
+            long_tail_table(outcome.long_tail, run_id=run_id)
+            if outcome.long_tail is not None
+            else None
+        ),
+        off_policy=(
+            off_policy_table(spark, outcome.off_policy, run_id=run_id)
+            if outcome.off_policy
+            else None
+        ),
+        _cached=cached,
+    )
+
+
+def _status(outcome: Outcome, alerts: list[str]) -> str:
+    """failed_checks if a check failed, else regressed if an alert fired, else succeeded."""
+    if not outcome.passed:
+        return "failed_checks"
+    return "regressed" if alerts else "succeeded"
+
+
+def _record(
+    spark: SparkSession,
+    config: JobConfig | SessionJobConfig,
+    outcome: Outcome,
+    *,
+    run_id: str,
+    started_at: dt.datetime,
+    finished_at: dt.datetime,
+    status: str,
+    alerts: list[str],
+) -> RunRecord:
+    """The ``runs`` row of one run."""
+    return RunRecord(
+        run_id=run_id,
+        run_name=config.run.name,
+        started_at=started_at,
+        finished_at=finished_at,
+        status=status,
+        config=config.model_dump(mode="json"),
+        split=outcome.split,
+        n_users_evaluated=outcome.n_users_evaluated,
+        versions=versions(spark),
+        checks=outcome.checks,
+        warnings=outcome.warnings,
+        alerts=alerts,
+        tuning=outcome.tuning,
+    )

@@ -1,0 +1,204 @@
+"""The public Python API on DataFrames held in memory: nothing written unless asked, named
+errors (never SystemExit), caches released, committed reports read back."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+from chispa import assert_df_equality
+
+import receval_spark as rv
+from receval_spark.results import COMPARISONS_SCHEMA, METRICS_SCHEMA, RUNS_SCHEMA
+
+DAY = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+INTERACTIONS = "user_id long, item_id long, timestamp timestamp"
+RECOMMENDATIONS = "user_id long, item_id long, score double"
+
+# users 1-4 interact with items 10-14 before the cut (day 10) and with one item after it
+LOG = [
+    (1, 10, 1), (1, 11, 2), (1, 12, 11),
+    (2, 10, 1), (2, 13, 3), (2, 11, 12),
+    (3, 11, 2), (3, 12, 4), (3, 10, 13),
+    (4, 13, 5), (4, 14, 6), (4, 12, 14),
+]  # fmt: skip
+# "mine" ranks each user's test item first (users 1-3) or second (user 4)
+MINE = [(1, 12, 0.9), (1, 13, 0.5), (2, 11, 0.9), (3, 10, 0.8), (4, 10, 0.9), (4, 12, 0.7)]
+
+
+def config(**evaluation) -> dict:
+    return {
+        "run": {"name": "api-test", "date": dt.date(2026, 2, 1)},
+        "split": {"method": "global_temporal", "cutoff": "2026-01-10T00:00:00Z"},
+        "evaluation": {
+            "k": [1, 2],
+            "segments": [],
+            "metrics": ["precision", "recall", "ndcg", "hit_rate", "coverage"],
+            "min_users": 1,
+            "bootstrap_samples": 0,
+            **evaluation,
+        },
+        "models": [{"name": "popularity", "kind": "popularity"}],
+    }
+
+
+@pytest.fixture(scope="module")
+def frames(spark):
+    log = spark.createDataFrame(
+        [(u, i, DAY + dt.timedelta(days=d)) for u, i, d in LOG], INTERACTIONS
+    )
+    return log, spark.createDataFrame(MINE, RECOMMENDATIONS)
+
+
+def persistent_rdds(spark) -> int:
+    """DataFrames cached in the session (the JVM's view: the RDDs of SQL cache entries, which
+    carry their plan as name; localCheckpoint blocks, unnamed, are matched by no later plan
+    and go with their DataFrame)."""
+    rdds = spark.sparkContext._jsc.getPersistentRDDs()
+    return sum(rdds.get(key).name() is not None for key in rdds.keySet().toArray())
+
+
+@pytest.fixture(scope="module")
+def result(spark, frames, tmp_path_factory):
+    """One evaluation of two models given as DataFrames, its cache held for the module."""
+    log, mine = frames
+    before = persistent_rdds(spark)
+    cwd = tmp_path_factory.mktemp("cwd")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(cwd)  # the default output.path "reports" would be created here
+        evaluation = rv.evaluate(
+            spark, config(), interactions=log, recommendations={"mine": mine}, keep_cached=True
+        )
+    assert list(cwd.iterdir()) == []  # nothing written
+    assert persistent_rdds(spark) > before
+    with evaluation:
+        yield evaluation
+    assert persistent_rdds(spark) == before  # the with block released what it kept
+
+
+def hit_rate_at_1(result: rv.Evaluation) -> float:
+    return result.metrics.filter(
+        "model = 'mine' AND metric = 'hit_rate' AND k = 1 AND segment = 'all'"
+    ).first()["value"]
+
+
+def test_evaluate_dataframes_without_a_file_or_yaml(result):
+    assert result.metrics.schema == METRICS_SCHEMA
+    assert result.comparisons.schema == COMPARISONS_SCHEMA
+    assert result.runs.schema == RUNS_SCHEMA
+    assert result.passed and result.protocol == "ranking"
+    assert result.run_date == dt.date(2026, 2, 1)
+    values = {
+        (r.model, r.metric, r.k): r.value
+        for r in result.metrics.filter("segment = 'all'").collect()
+    }
+    # mine: every user's test item at rank 1 except user 4's (rank 2)
+    assert values[("mine", "hit_rate", 1)] == pytest.approx(3 / 4)
+    assert values[("mine", "hit_rate", 2)] == pytest.approx(1.0)
+    assert values[("mine", "precision", 2)] == pytest.approx(1 / 2)
+    assert {m for m, _, _ in values} == {"popularity", "mine"}
+    (diff,) = result.comparisons.filter("metric = 'hit_rate' AND k = 1").collect()
+    assert (diff.model, diff.baseline, diff.n_users) == ("mine", "popularity", 4)
+    assert result.per_user is not None and result.per_user.count() > 0
+    (record,) = result.runs.collect()
+    assert (record.run_id, record.status) == (result.run_id, "succeeded")
+
+
+def test_a_second_evaluation_sees_its_own_data_and_leaves_nothing_cached(spark, frames, result):
+    """With the first evaluation still cached, a second one on other recommendations in the
+    same session gets its own numbers, and caches nothing once it has returned."""
+    log, _ = frames
+    before = persistent_rdds(spark)
+    other = spark.createDataFrame([(u, 10, 0.9) for u in (1, 2, 3, 4)], RECOMMENDATIONS)
+    typed = rv.JobConfig.model_validate(config())  # the typed config object, the same schema
+    second = rv.evaluate(spark, typed, interactions=log, recommendations={"mine": other})
+    assert persistent_rdds(spark) == before
+    assert hit_rate_at_1(second) == pytest.approx(1 / 4)  # item 10 is user 3's test item only
+    assert hit_rate_at_1(result) == pytest.approx(3 / 4)
+    assert_df_equality(
+        second.metrics.filter("model = 'popularity'").drop("run_id"),
+        result.metrics.filter("model = 'popularity'").drop("run_id"),
+        ignore_row_order=True,
+    )
+
+
+def test_configuration_problems_raise_config_error_never_system_exit(spark, frames):
+    log, mine = frames
+    with pytest.raises(rv.ConfigError, match=r"evaluation\.kk: unknown key"):
+        rv.evaluate(spark, {**config(), "evaluation": {"kk": [5]}}, interactions=log)
+    with pytest.raises(rv.ConfigError, match=r"data\.interactions\.path: .*interactions=df"):
+        rv.evaluate(spark, config())
+    with pytest.raises(rv.ConfigError, match=r"models\.popularity: .*kind 'popularity'"):
+        rv.evaluate(spark, config(), interactions=log, recommendations={"popularity": mine})
+    with pytest.raises(rv.ConfigError, match="expected a Spark DataFrame, got DataFrame"):
+        rv.evaluate(spark, config(), interactions=log.toPandas())
+    with pytest.raises(rv.ConfigError, match="is not the configuration of evaluate"):
+        rv.evaluate(spark, rv.SessionJobConfig.model_validate(SESSION_CONFIG))
+
+
+def test_input_problems_raise_input_error_naming_the_dataframe(spark, frames):
+    log, mine = frames
+    with pytest.raises(rv.InputError, match=r"models\.mine.*score"):
+        rv.evaluate(spark, config(), interactions=log, recommendations={"mine": mine.drop("score")})
+    with pytest.raises(rv.InputError, match=r"data\.interactions.*timestamp"):
+        rv.evaluate(spark, config(), interactions=log.drop("timestamp"))
+
+
+def test_write_read_and_render_the_committed_reports(spark, result, tmp_path):
+    output = str(tmp_path / "lake")
+    commit = rv.write_reports(result, output, per_user=True)
+    assert commit.status == "succeeded" and commit.alerts == []
+    assert set(commit.datasets) == {"metrics", "comparisons", "long_tail", "per_user", "runs"}
+
+    metrics = rv.read_reports(spark, output, dataset="metrics", dates=[dt.date(2026, 2, 1)])
+    assert_df_equality(
+        metrics.drop("run_date"), result.metrics, ignore_row_order=True, ignore_nullable=True
+    )
+    assert rv.read_reports(spark, output, dataset="metrics", dates="2026-01-31").count() == 0
+    (record,) = rv.read_reports(spark, output, dataset="runs").collect()
+    assert (record.run_id, record.status, record.run_date) == (
+        result.run_id,
+        "succeeded",
+        "2026-02-01",
+    )
+    with pytest.raises(rv.InputError, match="no committed off_policy dataset"):
+        rv.read_reports(spark, output, dataset="off_policy")
+    with pytest.raises(rv.ConfigError, match="'metric' is not a report dataset"):
+        rv.read_reports(spark, output, dataset="metric")
+
+    page = rv.render_report(output)
+    assert page == Path(output) / "report" / "2026-02-01" / "report.html"
+    assert "mine" in page.read_text() and page.with_suffix(".md").exists()
+
+
+SESSION_CONFIG = {
+    "data": {"clicks": {}},
+    "preprocessing": {"min_session_length": 2, "min_item_support": 1, "test_days": 1},
+    "evaluation": {"k": [1, 2]},
+    "models": [{"name": "pop", "kind": "pop"}],
+}
+
+
+def test_evaluate_sessions_on_a_clicks_dataframe(spark):
+    day = 86_400.0
+    clicks = spark.createDataFrame(
+        [
+            (s, item, start + offset)
+            for s, start, items in (
+                (1, 0.0, (1, 2, 3)),
+                (2, 10.0, (1, 2)),
+                (3, 20.0, (2, 3, 1)),
+                (4, 2 * day, (1, 2, 3)),  # test day
+            )
+            for offset, item in enumerate(items)
+        ],
+        "session_id long, item_id long, time double",
+    )
+    result = rv.evaluate_sessions(spark, SESSION_CONFIG, clicks=clicks)
+    assert result.protocol == "session" and result.comparisons is None
+    assert result.outcome.n_users_evaluated == 2  # clicks 2 and 3 of the test session
+    recall = {r.k: r.value for r in result.metrics.filter("metric = 'recall'").collect()}
+    # POP lists items 1, 2 (3 train clicks each, ties by id): the next click 2 is at rank 2,
+    # the next click 3 is not in the list
+    assert recall == {1: pytest.approx(0.0), 2: pytest.approx(0.5)}

@@ -245,20 +245,37 @@ def test_help_and_bad_config_exit_codes(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
-def test_spark_submit_matches_in_process_run(spark, shared_data: Path, tmp_path: Path) -> None:
+def report_rows(spark, output: Path, dataset: str, date: str) -> list[tuple]:
+    """Every row of a committed dataset without its run_id, sorted: what must be bit-identical
+    between two runs on the same inputs (``runs``: without the times, config and versions)."""
+    df = read(spark, output, dataset, date).drop("run_id")
+    if dataset == "runs":
+        df = df.drop("started_at", "finished_at", "config", "versions")
+    return sorted((tuple(r) for r in df.collect()), key=repr)
+
+
+def test_cli_api_and_spark_submit_write_bit_identical_reports(
+    spark, shared_data: Path, tmp_path: Path
+) -> None:
+    """The same inputs through spark-submit (jobs/evaluate.py), the CLI in this process, and the
+    Python API on a DataFrame of the same file give the same rows, bit for bit, in every
+    dataset (metrics, comparisons, long_tail, per_user, runs)."""
+    import yaml
+
+    import receval_spark as rv
+
     u_data = shared_data / "ml-100k" / "u.data"
     spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
-    submitted, in_process = tmp_path / "submitted", tmp_path / "in_process"
-    common = [
-        "--config",
-        "conf/movielens-100k.yaml",
-        "--set",
-        f"data.interactions.path={u_data}",
-        "--set",
-        "run.date=2026-01-05",
-        "--set",
-        "evaluation.embeddings.source=none",
-    ]
+    outputs = {name: tmp_path / name for name in ("submitted", "in_process", "api")}
+    date = "2026-01-05"
+    overrides = {
+        "data.interactions.path": str(u_data),
+        "run.date": date,
+        "evaluation.embeddings.source": "none",
+        "output.per_user": "true",
+    }
+    common = ["--config", "conf/movielens-100k.yaml"]
+    common += [arg for key, value in overrides.items() for arg in ("--set", f"{key}={value}")]
     proc = run(
         [
             str(spark_submit),
@@ -269,28 +286,39 @@ def test_spark_submit_matches_in_process_run(spark, shared_data: Path, tmp_path:
             "jobs/evaluate.py",
             *common,
             "--set",
-            f"output.path={submitted}",
+            f"output.path={outputs['submitted']}",
         ]
     )
     assert proc.returncode == 0, explain(proc)
-    assert "(2026-01-05)" in proc.stdout, proc.stdout
+    assert f"({date})" in proc.stdout, proc.stdout
 
     cwd = Path.cwd()
     os.chdir(REPO)  # the config path is relative to the repository, as for spark-submit
     try:
         with kept_sql_conf(spark):
-            status = main(["evaluate", *common, "--set", f"output.path={in_process}"])
+            status = main(["evaluate", *common, "--set", f"output.path={outputs['in_process']}"])
     finally:
         os.chdir(cwd)
     assert status == 0
 
-    (record,) = read(spark, submitted, "runs", "2026-01-05").collect()
-    assert record.status == "succeeded", record.checks
-    submitted_pop = metric_values(spark, submitted, "2026-01-05", model="popularity")
-    assert {key[3] for key in submitted_pop} >= ACCURACY
-    assert_same_metrics(
-        submitted_pop, metric_values(spark, in_process, "2026-01-05", model="popularity")
+    config = yaml.safe_load((REPO / "conf" / "movielens-100k.yaml").read_text())
+    config["run"]["date"] = date
+    config["evaluation"]["embeddings"] = {"source": "none"}
+    del config["data"]["interactions"]["path"]  # given as a DataFrame below
+    interactions = spark.read.csv(str(u_data), sep="\t", inferSchema=True).toDF(
+        "user_id", "item_id", "rating", "timestamp"
     )
+    with rv.evaluate(spark, config, interactions=interactions, keep_cached=True) as result:
+        commit = rv.write_reports(result, str(outputs["api"]), per_user=True)
+    assert commit.status == "succeeded"
+
+    for dataset in ("metrics", "comparisons", "long_tail", "per_user", "runs"):
+        submitted, in_process, api = (
+            report_rows(spark, output, dataset, date) for output in outputs.values()
+        )
+        assert submitted, dataset
+        assert submitted == in_process, dataset
+        assert submitted == api, dataset
 
 
 def test_report_renders_the_demo_run_from_parquet_alone(demo_runs: DemoRuns, tmp_path) -> None:

@@ -20,6 +20,7 @@ import click
 
 from receval_spark.config import SessionJobConfig, load_config
 from receval_spark.errors import SetupError, UserError, first_line
+from receval_spark.registry import definitions
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_REGRESSED = 0, 1, 2, 3
 HEADLINE_METRICS = ("ndcg", "map", "recall", "precision", "mrr", "rmse", "mae")
@@ -233,7 +234,7 @@ def sessions(config_path: str, overrides: tuple[str, ...], remote: str | None) -
         f"reports in {config.output.path}"
     )
     for row in sorted(evaluation.metrics, key=lambda r: (r.model, r.metric, r.k or 0)):
-        percent = row.metric in ("recall", "mrr")  # as the papers' tables
+        percent = definitions(row.protocol)[row.metric].display == "percent"
         if row.value is None:  # popularity bias of a model without any list
             value = "n/a"
         else:

@@ -7,9 +7,8 @@ from collections.abc import Sequence
 import pandas as pd
 
 from receval_spark.config import AlertRule
+from receval_spark.registry import definitions
 from receval_spark.results import MetricRow
-
-LOWER_IS_BETTER = ("gini", "popularity_bias")
 
 
 def regressions(
@@ -18,8 +17,8 @@ def regressions(
     """One message per (rule, model, protocol) whose current value is worse than the mean over
     its last ``window`` earlier run dates by more than ``max_relative_drop``.
 
-    relative change = (value - mean) / mean, negated for lower-is-better metrics; models
-    without history (or with a zero mean) are not judged.
+    relative change = (value - mean) / mean, negated where lower is better (the registry's
+    ``larger_is_better`` false); models without history (or with a zero mean) are not judged.
     """
     alerts = []
     for rule in rules:
@@ -40,7 +39,6 @@ def regressions(
         ]
         trailing = past.sort_values("run_date").groupby(["model", "protocol"]).tail(rule.window)
         means = trailing.groupby(["model", "protocol"])["value"].agg(["mean", "count"])
-        sign = -1.0 if rule.metric in LOWER_IS_BETTER else 1.0
         name = f"{rule.metric}@{rule.k}" if rule.k is not None else rule.metric
         for (model, protocol), value in sorted(current.items()):
             if (model, protocol) not in means.index:
@@ -48,6 +46,7 @@ def regressions(
             mean, n_dates = means.loc[(model, protocol)]
             if mean == 0:
                 continue
+            sign = 1.0 if definitions(protocol)[rule.metric].larger_is_better else -1.0
             change = sign * (value - mean) / mean
             if change < -rule.max_relative_drop:
                 alerts.append(

@@ -19,6 +19,7 @@ import click
 
 from receval_spark.config import JobConfig, SessionJobConfig, load_config
 from receval_spark.errors import InputError, SetupError, UserError, first_line
+from receval_spark.registry import definitions
 
 if TYPE_CHECKING:
     from receval_spark.api import Commit, Evaluation
@@ -233,7 +234,7 @@ def sessions(config_path: str, overrides: tuple[str, ...], remote: str | None) -
         f"events; reports in {commit.output}"
     )
     for row in sorted(outcome.metrics, key=lambda r: (r.model, r.metric, r.k or 0)):
-        percent = row.metric in ("recall", "mrr")  # as the papers' tables
+        percent = definitions(row.protocol)[row.metric].display == "percent"
         if row.value is None:  # popularity bias of a model without any list
             value = "n/a"
         else:

@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from receval_spark import registry
 from receval_spark.errors import ConfigError
 
 
@@ -228,24 +229,13 @@ def _check_grades(grades: dict[float, float]) -> None:
 
 Segment = Literal["warm", "cold", "activity", "popularity"]
 
-AccuracyMetric = Literal["precision", "recall", "hit_rate", "mrr", "map", "ndcg", "arhr", "f1"]
-BeyondMetric = Literal[
-    "coverage",
-    "gini",
-    "entropy",
-    "novelty",
-    "popularity_bias",
-    "personalization",
-    "personalization_jaccard",
-    "ild_category",
-    "ild_embedding",
-    "category_coverage",
-    "serendipity",
-]
-MetricName = AccuracyMetric | BeyondMetric
-ACCURACY_METRICS: tuple[str, ...] = get_args(AccuracyMetric)
-BEYOND_METRICS: tuple[str, ...] = get_args(BeyondMetric)
+# the allowed values of evaluation.metrics: the registry's accuracy and beyond families
+ACCURACY_METRICS: tuple[str, ...] = registry.names("accuracy")
+BEYOND_METRICS: tuple[str, ...] = registry.names("beyond")
 ALL_METRICS: tuple[str, ...] = ACCURACY_METRICS + BEYOND_METRICS
+AccuracyMetric = Literal[ACCURACY_METRICS]  # type: ignore[valid-type]
+BeyondMetric = Literal[BEYOND_METRICS]  # type: ignore[valid-type]
+MetricName = AccuracyMetric | BeyondMetric
 
 
 class EmbeddingsConfig(_Strict):
@@ -274,8 +264,9 @@ class SerendipityConfig(_Strict):
 
 class AlertRule(_Strict):
     """Flag a regression when ``metric@k`` of a model on ``segment`` is worse than the mean of
-    its previous ``window`` run dates by more than ``max_relative_drop`` (relative; for gini
-    and popularity_bias, where lower is better, a rise counts)."""
+    its previous ``window`` run dates by more than ``max_relative_drop`` (relative; for a
+    metric where lower is better, registry ``larger_is_better`` false, e.g. gini, a rise
+    counts)."""
 
     metric: MetricName
     k: int | None = 10
@@ -657,7 +648,7 @@ class SessionPreprocessing(_Strict):
         return self
 
 
-SessionMetric = Literal["recall", "mrr", "coverage", "popularity_bias"]
+SessionMetric = Literal[registry.names("session")]  # type: ignore[valid-type]
 
 
 class SessionEvaluation(_Strict):

@@ -1,13 +1,18 @@
 """Report datasets as DataFrames with the schemas of CONTRACT.md (metrics, comparisons, runs,
-per_user) and of the README (long_tail, off_policy)."""
+per_user) and of the README (long_tail, off_policy).
+
+Each row type is written once, as a dataclass; its Spark schema is derived from the field
+types (:func:`spark_schema`), and a table's rows are its fields in that order, after run_id."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields, is_dataclass
+from functools import cache
+from types import MappingProxyType, UnionType
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -16,104 +21,33 @@ from pyspark.sql import types as T
 from receval_spark.columns import USER
 from receval_spark.metrics.beyond import LONG_TAIL_COUNTS
 
-METRICS_SCHEMA = T.StructType(
-    [
-        T.StructField("run_id", T.StringType(), False),
-        T.StructField("model", T.StringType(), False),
-        T.StructField("segment", T.StringType(), False),
-        T.StructField("protocol", T.StringType(), False),
-        T.StructField("metric", T.StringType(), False),
-        T.StructField("k", T.IntegerType(), True),
-        T.StructField("value", T.DoubleType(), True),
-        T.StructField("n_users", T.LongType(), False),
-        T.StructField("std", T.DoubleType(), True),
-        T.StructField("ci_low", T.DoubleType(), True),
-        T.StructField("ci_high", T.DoubleType(), True),
-    ]
-)
-
-COMPARISONS_SCHEMA = T.StructType(
-    [
-        T.StructField("run_id", T.StringType(), False),
-        T.StructField("model", T.StringType(), False),
-        T.StructField("baseline", T.StringType(), False),
-        T.StructField("segment", T.StringType(), False),
-        T.StructField("protocol", T.StringType(), False),
-        T.StructField("metric", T.StringType(), False),
-        T.StructField("k", T.IntegerType(), True),
-        T.StructField("n_users", T.LongType(), False),
-        T.StructField("mean_diff", T.DoubleType(), True),
-        T.StructField("std_diff", T.DoubleType(), True),
-        T.StructField("ci_low", T.DoubleType(), True),
-        T.StructField("ci_high", T.DoubleType(), True),
-        T.StructField("p_ttest", T.DoubleType(), True),
-        T.StructField("p_wilcoxon", T.DoubleType(), True),
-        T.StructField("p_holm", T.DoubleType(), True),
-        T.StructField("p_wilcoxon_holm", T.DoubleType(), True),
-        T.StructField("holm_family_size", T.LongType(), True),
-    ]
-)
-
-OFF_POLICY_SCHEMA = T.StructType(
-    [
-        T.StructField("run_id", T.StringType(), False),
-        T.StructField("model", T.StringType(), False),
-        T.StructField("estimator", T.StringType(), False),
-        T.StructField("value", T.DoubleType(), True),
-        T.StructField("std_error", T.DoubleType(), True),
-        T.StructField("ci_low", T.DoubleType(), True),
-        T.StructField("ci_high", T.DoubleType(), True),
-        T.StructField("n_impressions", T.LongType(), False),
-        T.StructField("effective_n", T.DoubleType(), True),
-        T.StructField("max_weight", T.DoubleType(), True),
-        T.StructField("clip", T.DoubleType(), True),
-    ]
-)
-
-CHECK_TYPE = T.StructType(
-    [
-        T.StructField("name", T.StringType(), False),
-        T.StructField("passed", T.BooleanType(), False),
-        T.StructField("detail", T.StringType(), True),
-    ]
-)
-
-RUNS_SCHEMA = T.StructType(
-    [
-        T.StructField("run_id", T.StringType(), False),
-        T.StructField("run_name", T.StringType(), False),
-        T.StructField("started_at", T.TimestampType(), False),
-        T.StructField("finished_at", T.TimestampType(), False),
-        T.StructField("status", T.StringType(), False),
-        T.StructField("config", T.StringType(), False),
-        T.StructField("split", T.StringType(), False),
-        T.StructField("n_users_evaluated", T.LongType(), False),
-        T.StructField("versions", T.StringType(), False),
-        T.StructField("checks", T.ArrayType(CHECK_TYPE, False), False),
-        T.StructField("warnings", T.ArrayType(T.StringType(), False), False),
-        T.StructField("alerts", T.ArrayType(T.StringType(), False), False),
-        T.StructField("tuning", T.StringType(), False),
-    ]
-)
+SCALAR_TYPES: dict[type, T.DataType] = {
+    str: T.StringType(),
+    int: T.LongType(),
+    bool: T.BooleanType(),
+    dt.datetime: T.TimestampType(),
+}
+# field metadata for a Spark type other than the Python type's (an int column, not long)
+INTEGER = MappingProxyType({"spark_type": T.IntegerType()})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MetricRow:
     """One (model, segment, metric, k) aggregate."""
 
     model: str
     segment: str
+    protocol: str = "full"
     metric: str
-    k: int | None
+    k: int | None = field(metadata=INTEGER)
     value: float | None
     n_users: int
     std: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
-    protocol: str = "full"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ComparisonRow:
     """One paired comparison of a model with the baseline at (segment, metric, k).
 
@@ -124,8 +58,9 @@ class ComparisonRow:
     model: str
     baseline: str
     segment: str
+    protocol: str = "full"
     metric: str
-    k: int | None
+    k: int | None = field(metadata=INTEGER)
     n_users: int
     mean_diff: float | None
     std_diff: float | None
@@ -136,10 +71,9 @@ class ComparisonRow:
     p_holm: float | None = None
     p_wilcoxon_holm: float | None = None
     holm_family_size: int | None = None
-    protocol: str = "full"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OffPolicyRow:
     """One off-policy estimate of a model's mean reward per logged impression (estimator ips,
     clipped_ips, snips), or the logging policy's own mean reward (model ``logging``, estimator
@@ -159,16 +93,17 @@ class OffPolicyRow:
 
 @dataclass(frozen=True)
 class Check:
-    """A sanity check written into the run record."""
+    """A sanity check written into the run record (``detail`` is nullable in the stored
+    schema)."""
 
     name: str
     passed: bool
-    detail: str
+    detail: str = field(metadata={"nullable": True})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunRecord:
-    """Everything the ``runs`` dataset says about one run."""
+    """Everything the ``runs`` dataset says about one run (dicts stored as JSON strings)."""
 
     run_id: str
     run_name: str
@@ -185,97 +120,103 @@ class RunRecord:
     tuning: dict[str, Any] = field(default_factory=dict)  # per model: grid scores, chosen values
 
 
+def spark_schema(row_type: type) -> T.StructType:
+    """The Spark schema of a row dataclass: one column per field, in field order.
+
+    str -> string, int -> long (``INTEGER`` metadata: int), float -> double, bool -> boolean,
+    datetime -> timestamp, dict -> string (JSON), Sequence[X] -> array of X without nulls, a
+    row dataclass -> struct; nullable iff the field is ``X | None`` (or metadata
+    ``nullable``)."""
+    hints = get_type_hints(row_type)
+    columns = []
+    for f in fields(row_type):
+        hint, optional = _optional(hints[f.name])
+        spark_type = f.metadata.get("spark_type") or _codec(hint)[0]
+        columns.append(T.StructField(f.name, spark_type, f.metadata.get("nullable", optional)))
+    return T.StructType(columns)
+
+
+def _cells(row: Any) -> tuple:
+    """A row dataclass's values in :func:`spark_schema`'s column order, as Spark takes them:
+    floats as float (NaN as null), dicts as JSON with sorted keys, nested rows as tuples."""
+    cells = ((getattr(row, name), encode) for name, encode in _encoders(type(row)))
+    return tuple(None if value is None else encode(value) for value, encode in cells)
+
+
+@cache
+def _encoders(row_type: type) -> tuple[tuple[str, Callable[[Any], Any]], ...]:
+    hints = get_type_hints(row_type)
+    return tuple((f.name, _codec(_optional(hints[f.name])[0])[1]) for f in fields(row_type))
+
+
+def _codec(hint: Any) -> tuple[T.DataType, Callable[[Any], Any]]:
+    """The Spark type of a field's (non-optional) Python type, and how a value is encoded."""
+    origin = get_origin(hint) or hint
+    if origin is dict:
+        return T.StringType(), _json
+    if origin is Sequence:
+        element, encode = _codec(get_args(hint)[0])
+        return T.ArrayType(element, False), lambda values: [encode(v) for v in values]
+    if is_dataclass(hint):
+        return spark_schema(hint), _cells
+    if hint is float:
+        return T.DoubleType(), _finite
+    return SCALAR_TYPES[hint], _same
+
+
+def _optional(hint: Any) -> tuple[Any, bool]:
+    """(X, True) for ``X | None``, else (hint, False)."""
+    args = get_args(hint)
+    if get_origin(hint) in (Union, UnionType) and type(None) in args:
+        (inner,) = [a for a in args if a is not type(None)]
+        return inner, True
+    return hint, False
+
+
+def _json(value: dict[str, Any]) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _finite(value: float) -> float | None:
+    return None if value != value else float(value)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+RUN_ID = T.StructField("run_id", T.StringType(), False)
+METRICS_SCHEMA = T.StructType([RUN_ID, *spark_schema(MetricRow).fields])
+COMPARISONS_SCHEMA = T.StructType([RUN_ID, *spark_schema(ComparisonRow).fields])
+OFF_POLICY_SCHEMA = T.StructType([RUN_ID, *spark_schema(OffPolicyRow).fields])
+RUNS_SCHEMA = spark_schema(RunRecord)
+
+
 def metrics_table(spark: SparkSession, rows: Sequence[MetricRow], *, run_id: str) -> DataFrame:
     """The ``metrics`` dataset for one run, ordered by model, segment, metric, k."""
-    data = [
-        (
-            run_id,
-            r.model,
-            r.segment,
-            r.protocol,
-            r.metric,
-            r.k,
-            _finite(r.value),
-            r.n_users,
-            _finite(r.std),
-            _finite(r.ci_low),
-            _finite(r.ci_high),
-        )
-        for r in sorted(rows, key=lambda r: (r.model, r.segment, r.metric, r.k or 0))
-    ]
-    return spark.createDataFrame(data, METRICS_SCHEMA)
+    ordered = sorted(rows, key=lambda r: (r.model, r.segment, r.metric, r.k or 0))
+    return spark.createDataFrame([(run_id, *_cells(r)) for r in ordered], METRICS_SCHEMA)
 
 
 def comparisons_table(
     spark: SparkSession, rows: Sequence[ComparisonRow], *, run_id: str
 ) -> DataFrame:
     """The ``comparisons`` dataset for one run, ordered by model, segment, metric, k."""
-    data = [
-        (
-            run_id,
-            r.model,
-            r.baseline,
-            r.segment,
-            r.protocol,
-            r.metric,
-            r.k,
-            r.n_users,
-            *(
-                _finite(v)
-                for v in (
-                    r.mean_diff,
-                    r.std_diff,
-                    r.ci_low,
-                    r.ci_high,
-                    r.p_ttest,
-                    r.p_wilcoxon,
-                    r.p_holm,
-                    r.p_wilcoxon_holm,
-                )
-            ),
-            r.holm_family_size,
-        )
-        for r in sorted(rows, key=lambda r: (r.model, r.segment, r.metric, r.k or 0))
-    ]
-    return spark.createDataFrame(data, COMPARISONS_SCHEMA)
+    ordered = sorted(rows, key=lambda r: (r.model, r.segment, r.metric, r.k or 0))
+    return spark.createDataFrame([(run_id, *_cells(r)) for r in ordered], COMPARISONS_SCHEMA)
 
 
 def off_policy_table(
     spark: SparkSession, rows: Sequence[OffPolicyRow], *, run_id: str
 ) -> DataFrame:
     """The ``off_policy`` dataset for one run, ordered by model and estimator."""
-    data = [
-        (
-            run_id,
-            r.model,
-            r.estimator,
-            *(_finite(v) for v in (r.value, r.std_error, r.ci_low, r.ci_high)),
-            r.n_impressions,
-            *(_finite(v) for v in (r.effective_n, r.max_weight, r.clip)),
-        )
-        for r in sorted(rows, key=lambda r: (r.model, r.estimator))
-    ]
-    return spark.createDataFrame(data, OFF_POLICY_SCHEMA)
+    ordered = sorted(rows, key=lambda r: (r.model, r.estimator))
+    return spark.createDataFrame([(run_id, *_cells(r)) for r in ordered], OFF_POLICY_SCHEMA)
 
 
 def runs_table(spark: SparkSession, record: RunRecord) -> DataFrame:
     """The ``runs`` dataset: one row for one run."""
-    row = (
-        record.run_id,
-        record.run_name,
-        record.started_at,
-        record.finished_at,
-        record.status,
-        json.dumps(record.config, sort_keys=True, default=str),
-        json.dumps(record.split, sort_keys=True, default=str),
-        record.n_users_evaluated,
-        json.dumps(record.versions, sort_keys=True),
-        [(c.name, c.passed, c.detail) for c in record.checks],
-        list(record.warnings),
-        list(record.alerts),
-        json.dumps(record.tuning, sort_keys=True),
-    )
-    return spark.createDataFrame([row], RUNS_SCHEMA)
+    return spark.createDataFrame([_cells(record)], RUNS_SCHEMA)
 
 
 def per_user_table(per_user_long: DataFrame, *, run_id: str) -> DataFrame:
@@ -305,10 +246,6 @@ def long_tail_table(long_tail: DataFrame, *, run_id: str) -> DataFrame:
         .alias("min_interactions"),
         *[F.col(c).cast("long").alias(c) for c in LONG_TAIL_COUNTS],
     )
-
-
-def _finite(value: float | None) -> float | None:
-    return None if value is None or value != value else float(value)
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """Intervals, paired tests and multiple-comparison correction, on the driver from the small
 aggregates Spark computes (scipy for distribution functions).
 
-Every metric interval stays inside the metric's range (``METRIC_BOUNDS``, DESIGN §7): the
-Wilson score interval for means of 0/1 values (``BINARY_METRICS``), otherwise the t-interval
-(or the bootstrap normal interval) clipped to the bounds."""
+Every metric interval stays inside the metric's range (``bounds`` in receval_spark.registry,
+DESIGN §7): the Wilson score interval for means of 0/1 values (the registry's ``binary``),
+otherwise the t-interval (or the bootstrap normal interval) clipped to the bounds."""
 
 from __future__ import annotations
 
@@ -15,45 +15,16 @@ from functools import cache
 import numpy as np
 from scipy import stats
 
+from receval_spark.registry import UNBOUNDED, Bounds, definitions
+
 EXACT_WILCOXON_MAX = 50
 
-Bounds = tuple[float, float]
-UNBOUNDED: Bounds = (-math.inf, math.inf)
-UNIT: Bounds = (0.0, 1.0)
-NON_NEGATIVE: Bounds = (0.0, math.inf)
 
-# The range of every metric, written once; read by every interval of metrics/ and comparisons/.
-METRIC_BOUNDS: dict[str, Bounds] = {
-    # accuracy (per user, all proportions), also the session protocol's recall and mrr
-    **dict.fromkeys(("precision", "recall", "hit_rate", "mrr", "map", "ndcg", "arhr", "f1"), UNIT),
-    # beyond accuracy
-    **dict.fromkeys(
-        (
-            "coverage",
-            "gini",
-            "personalization",
-            "personalization_jaccard",
-            "ild_category",
-            "category_coverage",
-            "serendipity",
-        ),
-        UNIT,
-    ),
-    # 1 - mean pairwise cosine of n unit vectors: the mean cosine is >= -1/(n - 1), so <= 2
-    "ild_embedding": (0.0, 2.0),
-    "entropy": NON_NEGATIVE,  # <= log2 |I|; not known where the interval is formed
-    "novelty": NON_NEGATIVE,
-    "popularity_bias": NON_NEGATIVE,
-    # rating prediction
-    **dict.fromkeys(("mae", "mse", "rmse"), NON_NEGATIVE),
-}
-# Per-user (per-event) values that are 0 or 1: their mean is a proportion (Wilson interval).
-BINARY_METRICS = ("hit_rate",)
-
-
-def metric_bounds(metric: str) -> Bounds:
-    """The range of ``metric`` (``METRIC_BOUNDS``); unbounded for a metric not listed."""
-    return METRIC_BOUNDS.get(metric, UNBOUNDED)
+def metric_bounds(metric: str, *, protocol: str = "full") -> Bounds:
+    """The range of ``metric`` under ``protocol`` (the registry's ``bounds``); unbounded for a
+    metric not in the registry."""
+    found = definitions(protocol).get(metric)
+    return UNBOUNDED if found is None else found.bounds
 
 
 def difference_bounds(metric: str) -> Bounds:
@@ -126,17 +97,19 @@ def mean_interval(
     std: float | None,
     n: int,
     *,
-    binary: bool | None = None,
+    protocol: str = "full",
     confidence: float = 0.95,
 ) -> tuple[float | None, float | None]:
-    """The 95% interval of a mean of per-user (per-event) values of ``metric``: Wilson when
-    the values are 0/1 (``binary``, default: ``metric`` in ``BINARY_METRICS``), else the
+    """The 95% interval of a mean of per-user (per-event) values of ``metric`` under
+    ``protocol``: Wilson when the values are 0/1 (the registry's ``binary``), else the
     t-interval clipped to the metric's bounds."""
     if mean is None:
         return None, None
-    if metric in BINARY_METRICS if binary is None else binary:
+    found = definitions(protocol).get(metric)
+    if found is not None and found.binary:
         return wilson_interval(mean, n, confidence=confidence)
-    return t_interval(mean, std, n, bounds=metric_bounds(metric), confidence=confidence)
+    bounds = metric_bounds(metric, protocol=protocol)
+    return t_interval(mean, std, n, bounds=bounds, confidence=confidence)
 
 
 def normal_interval(

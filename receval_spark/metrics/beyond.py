@@ -53,6 +53,7 @@ from receval_spark.cache import persist
 from receval_spark.columns import ITEM, RANK, USER
 from receval_spark.expressions import seeded_hash, uniform
 from receval_spark.metrics.aggregate import exact_mean, exact_std, exact_sum, union_all
+from receval_spark.registry import family
 
 
 def top_k_lists(ranked: DataFrame, *, ks: Sequence[int]) -> DataFrame:
@@ -527,7 +528,7 @@ def per_user_beyond(
     )
 
 
-BOOTSTRAPPED_METRICS = ("coverage", "gini", "entropy", "popularity_bias", "personalization")
+BOOTSTRAPPED_METRICS = tuple(m.name for m in family("beyond") if m.bootstrapped)
 POISSON_MAX = 16
 CHUNK_ROWS = 32_768  # list rows per weight matrix in the bootstrap kernel (x B int32)
 

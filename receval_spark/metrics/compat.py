@@ -45,9 +45,10 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, RANK, USER
+from receval_spark.registry import family
 
 COMPAT_DEFINITIONS = ("spark_mllib", "recommenders")
-COMPAT_METRICS = ("precision", "recall", "ndcg", "map")
+COMPAT_METRICS = tuple(m.name for m in family("accuracy") if m.mllib)
 
 
 def _hits(pred: Column, lab: Column, k: Column) -> Column:

@@ -25,9 +25,7 @@ from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, RATING, USER
 from receval_spark.metrics.aggregate import exact_mean, exact_std
-from receval_spark.stats import NON_NEGATIVE, t_interval
-
-RATING_METRICS = ("mae", "mse", "rmse")
+from receval_spark.stats import metric_bounds, t_interval
 
 
 def rating_errors(predictions: DataFrame, test: DataFrame, *, by: Sequence[str]) -> DataFrame:
@@ -78,7 +76,8 @@ def rating_metrics(row: Row, *, by: Sequence[str]) -> list[RatingError]:
     out = []
     for metric in ("mae", "mse"):
         std = row[f"{metric}_std"]
-        low, high = t_interval(row[metric], std, n, bounds=NON_NEGATIVE) if n else (None, None)
+        bounds = metric_bounds(metric)
+        low, high = t_interval(row[metric], std, n, bounds=bounds) if n else (None, None)
         out.append(
             RatingError(
                 metric=metric,

@@ -59,7 +59,7 @@ from receval_spark.metrics.beyond import (
     unit_vectors,
 )
 from receval_spark.metrics.compare import compare_run
-from receval_spark.metrics.compat import compatible_per_user
+from receval_spark.metrics.compat import COMPAT_METRICS, compatible_per_user
 from receval_spark.metrics.offpolicy import (
     CLUSTER,
     ESTIMATORS,
@@ -102,7 +102,6 @@ from receval_spark.stats import (
 )
 
 JOB_STAGES = ("read", "split", "tune", "top_k", "accuracy", "beyond", "statistics", "checks")
-COMPATIBLE_METRICS = ("precision", "recall", "ndcg", "map")
 
 
 class StageClock:
@@ -699,7 +698,7 @@ def _accuracy_per_user(
     (metrics/compat.py) only its precision, recall, ndcg and map, by user segment.
     """
     if settings.definitions != "receval":
-        metrics = [m for m in COMPATIBLE_METRICS if m in settings.metrics]
+        metrics = [m for m in COMPAT_METRICS if m in settings.metrics]
         if not metrics:
             return None
         scores = compatible_per_user(
@@ -820,7 +819,7 @@ def _embedding_source(config: JobConfig) -> str:
 
 
 def _metric_row(row: Any) -> MetricRow:
-    """A MetricRow with a 95% interval inside the metric's bounds (stats.METRIC_BOUNDS):
+    """A MetricRow with a 95% interval inside the metric's bounds (receval_spark.registry):
     value ± z·std clipped for bootstrapped group statistics, else the interval of a mean over
     n_samples (sampled statistics) or n_users (macro averages): Wilson for 0/1 metrics, the
     clipped t-interval otherwise (stats.mean_interval)."""

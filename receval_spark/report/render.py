@@ -15,12 +15,13 @@ import jinja2
 import pandas as pd
 
 from receval_spark.errors import InputError
+from receval_spark.registry import SESSION_PROTOCOL
 from receval_spark.report import plots
 
 HEADLINE = ("ndcg", "precision", "recall", "map", "mrr", "coverage", "novelty")
 RATING_HEADLINE = ("rmse", "mae", "mse")  # task rating_prediction: no cut-off
 SIGNIFICANCE = 0.05
-PERCENT_PROTOCOLS = ("session",)
+PERCENT_PROTOCOLS = (SESSION_PROTOCOL,)
 HISTORY_METRICS = ("ndcg", "recall")
 SAMPLED_CAVEAT = (
     "Sampled protocol: each user's relevant test items are ranked among N seeded negatives "

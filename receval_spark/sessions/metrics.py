@@ -20,8 +20,10 @@ from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, POSITION, RANK, SESSION, TARGET
 from receval_spark.metrics.aggregate import summary
+from receval_spark.registry import family
 
-SESSION_ACCURACY = ("recall", "mrr")
+SESSION_ACCURACY = tuple(m.name for m in family("session") if m.scope == "user")
+SESSION_EXPOSURE = tuple(m.name for m in family("session") if m.scope == "group")
 
 
 def target_ranks(events: DataFrame, lists: DataFrame, models: DataFrame) -> DataFrame:

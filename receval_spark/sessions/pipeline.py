@@ -41,8 +41,14 @@ from receval_spark.metrics.beyond import (
     list_counts,
     top_k_lists,
 )
+from receval_spark.registry import SESSION_PROTOCOL
 from receval_spark.results import Check, MetricRow, Outcome
-from receval_spark.sessions.metrics import SESSION_ACCURACY, session_accuracy, target_ranks
+from receval_spark.sessions.metrics import (
+    SESSION_ACCURACY,
+    SESSION_EXPOSURE,
+    session_accuracy,
+    target_ranks,
+)
 from receval_spark.sessions.models import (
     external_lists,
     item_knn_lists,
@@ -59,7 +65,7 @@ from receval_spark.sessions.preprocessing import (
 )
 from receval_spark.stats import mean_interval
 
-PROTOCOL = "session"
+PROTOCOL = SESSION_PROTOCOL
 
 
 @dataclass(frozen=True)
@@ -184,7 +190,7 @@ def evaluate_sessions(config: SessionJobConfig, inputs: SessionInputs) -> Outcom
     if any(m in wanted for m in SESSION_ACCURACY):
         accuracy = session_accuracy(target_ranks(events, lists, models), ks=ks)
         rows += [_metric_row(r) for r in accuracy.collect() if r["metric"] in wanted]
-    exposure_metrics = [m for m in ("coverage", "popularity_bias") if m in wanted]
+    exposure_metrics = [m for m in SESSION_EXPOSURE if m in wanted]
     if exposure_metrics:
         exposure = _exposure(lists, train, models, ks, exposure_metrics)
         rows += [_metric_row(r) for r in exposure.collect()]
@@ -246,9 +252,8 @@ def _exposure(
 def _metric_row(row: Any) -> MetricRow:
     """A MetricRow with its 95% interval: Wilson for recall (each event's hit is 0 or 1), the
     t-interval clipped to [0, 1] for mrr; none for the exposure rows (no std)."""
-    binary = row["metric"] == "recall"
     low, high = mean_interval(
-        row["metric"], row["value"], row["std"], row["n_users"], binary=binary
+        row["metric"], row["value"], row["std"], row["n_users"], protocol=PROTOCOL
     )
     return MetricRow(
         model=row["model"],

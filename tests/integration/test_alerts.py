@@ -56,6 +56,22 @@ def test_lower_is_better_metrics_alert_on_a_rise():
     assert regressions([row("a", 0.40, metric="gini")], past, [rule]) == []
 
 
+def test_a_session_run_takes_the_direction_of_its_protocol_s_metric():
+    past = history({"pop": [2.0, 2.0]}, metric="popularity_bias").assign(protocol="session")
+    rule = AlertRule(metric="popularity_bias", k=10)
+    rising = MetricRow(
+        model="pop",
+        segment="all",
+        protocol="session",
+        metric="popularity_bias",
+        k=10,
+        value=2.5,
+        n_users=50,
+    )
+    (alert,) = regressions([rising], past, [rule])
+    assert alert.startswith("regression: popularity_bias@10 of pop on all is 2.5000, 25.0% above")
+
+
 def test_three_nightly_runs_with_a_drop_on_the_third(spark, tmp_path, capsys):
     good = pd.DataFrame(
         [(u, 100 + u, 1.0) for u in range(1, 5)], columns=["user_id", "item_id", "score"]

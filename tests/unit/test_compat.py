@@ -251,8 +251,9 @@ def test_ml100k_recommenders_equals_spark_ranking_evaluation(spark, inputs):
 
 def test_ml100k_spark_mllib_per_user_equals_ours_at_binary_grades(spark, inputs):
     ranked, truth = inputs
-    compat = compatible_per_user(ranked, truth, ks=KS, definitions="spark_mllib")
-    ours = per_user_accuracy(ranked, truth, ks=KS).select("user_id", "k", *COMPAT_METRICS)
+    columns = ["user_id", "k", *COMPAT_METRICS]
+    compat = compatible_per_user(ranked, truth, ks=KS, definitions="spark_mllib").select(columns)
+    ours = per_user_accuracy(ranked, truth, ks=KS).select(columns)
 
     assert_approx_df_equality(compat, ours, TOL, ignore_row_order=True, ignore_nullable=True)
 

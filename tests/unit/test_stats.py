@@ -12,16 +12,15 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint
 
-from receval_spark.config import ALL_METRICS
 from receval_spark.metrics.compare import compare_run, paired_differences, paired_statistics
-from receval_spark.metrics.rating import RATING_METRICS
 from receval_spark.ranking.pipeline import _macro_rows, _metric_row
+from receval_spark.registry import METRICS
 from receval_spark.stats import (
-    METRIC_BOUNDS,
     SignedRanks,
     difference_bounds,
     holm,
     mean_interval,
+    metric_bounds,
     normal_interval,
     paired_t_pvalue,
     t_interval,
@@ -135,10 +134,12 @@ def test_normal_interval_is_value_plus_minus_z_std():
 
 
 def test_every_metric_has_its_range():
-    session = ("recall", "mrr", "coverage", "popularity_bias")
-    assert set(ALL_METRICS) | set(RATING_METRICS) | set(session) <= set(METRIC_BOUNDS)
-    assert METRIC_BOUNDS["map"] == METRIC_BOUNDS["hit_rate"] == (0.0, 1.0)
-    assert METRIC_BOUNDS["novelty"] == METRIC_BOUNDS["popularity_bias"] == (0.0, math.inf)
+    for m in METRICS:
+        protocol = "session" if m.family == "session" else "full"
+        assert metric_bounds(m.name, protocol=protocol) == m.bounds
+    assert metric_bounds("map") == metric_bounds("hit_rate") == (0.0, 1.0)
+    assert metric_bounds("novelty") == metric_bounds("popularity_bias") == (0.0, math.inf)
+    assert metric_bounds("unlisted") == (-math.inf, math.inf)
     assert difference_bounds("ndcg") == (-1.0, 1.0)
     assert difference_bounds("novelty") == (-math.inf, math.inf)
 
@@ -180,6 +181,17 @@ def test_small_skewed_sample_stays_in_range():
     # novelty is only bounded below; a metric without a range keeps scipy's t-interval
     assert mean_interval("novelty", mean, std, 5) == pytest.approx((0.0, raw_high), abs=TOL)
     assert mean_interval("unlisted", mean, std, 5) == pytest.approx((raw_low, raw_high), abs=TOL)
+
+
+def test_session_recall_is_a_proportion_and_ranking_recall_a_mean():
+    # one hit in 5 prediction events: each event's recall is 0 or 1 (Wilson); a user's
+    # recall hits/|Rel(u)| is not, so the same values there get the clipped t-interval
+    values = np.array([1.0, 0, 0, 0, 0])
+    mean, std = float(values.mean()), float(values.std(ddof=1))
+    wilson = proportion_confint(1, 5, method="wilson")
+    assert mean_interval("recall", mean, std, 5, protocol="session") == pytest.approx(wilson)
+    raw_high = stats.t.interval(0.95, 4, loc=mean, scale=std / math.sqrt(5))[1]
+    assert mean_interval("recall", mean, std, 5) == pytest.approx((0.0, raw_high), abs=TOL)
 
 
 def test_macro_rows_of_a_skewed_sample_stay_in_range(spark):

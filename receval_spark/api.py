@@ -49,8 +49,8 @@ from receval_spark.io import (
 from receval_spark.io import (
     write_reports as commit_datasets,
 )
+from receval_spark.ranking.pipeline import StageClock, read_inputs
 from receval_spark.ranking.pipeline import evaluate as evaluate_ranking
-from receval_spark.ranking.pipeline import read_inputs
 from receval_spark.report.render import write_report
 from receval_spark.results import (
     Check,
@@ -186,12 +186,12 @@ def evaluate(
         recommendations,
     )
     job = _job_config(config, JobConfig, given)
-    return _run(
-        spark,
-        job,
-        lambda: evaluate_ranking(job, read_inputs(spark, job, given)),
-        keep_cached=keep_cached,
-    )
+
+    def compute() -> Outcome:
+        clock = StageClock()  # the read stage: reading and validating the inputs
+        return evaluate_ranking(job, read_inputs(spark, job, given), clock=clock)
+
+    return _run(spark, job, compute, keep_cached=keep_cached)
 
 
 def evaluate_sessions(

@@ -43,7 +43,7 @@ class Metric:
     ``display``: how the command line prints it (the Parquet value is always a proportion).
     ``binary``: each per-unit value is 0 or 1, so the mean is a proportion (Wilson interval).
     ``bootstrapped``: a group statistic whose interval is value ± z·std of a Poisson bootstrap
-    over users. ``mllib``: Spark MLlib's ``RankingMetrics`` defines it too (reported under
+    over users. ``peer_defined``: Spark MLlib's ``RankingMetrics`` defines it too (reported under
     ``evaluation.definitions`` spark_mllib / recommenders). ``formula``: the definition (of
     one unit's value for scope ``user``).
     """
@@ -58,7 +58,7 @@ class Metric:
     display: Display = "proportion"
     binary: bool = False
     bootstrapped: bool = False
-    mllib: bool = False
+    peer_defined: bool = False
 
 
 def _accuracy(name: str, formula: str, **properties: bool) -> Metric:
@@ -67,16 +67,20 @@ def _accuracy(name: str, formula: str, **properties: bool) -> Metric:
 
 METRICS: tuple[Metric, ...] = (
     # accuracy (DESIGN §5): per evaluated user at k, then the mean (macro average)
-    _accuracy("precision", "hits@k / k (k even where fewer than k candidates exist)", mllib=True),
-    _accuracy("recall", "hits@k / |Rel(u)|", mllib=True),
+    _accuracy(
+        "precision", "hits@k / k (k even where fewer than k candidates exist)", peer_defined=True
+    ),
+    _accuracy("recall", "hits@k / |Rel(u)|", peer_defined=True),
     _accuracy("hit_rate", "1 if hits@k ≥ 1 else 0", binary=True),
     _accuracy("mrr", "1 / rank of the first relevant item within k, else 0"),
-    _accuracy("map", "AP@k = (1 / min(k, |Rel(u)|)) · Σ_{i≤k} Precision@i · rel_i", mllib=True),
+    _accuracy(
+        "map", "AP@k = (1 / min(k, |Rel(u)|)) · Σ_{i≤k} Precision@i · rel_i", peer_defined=True
+    ),
     _accuracy(
         "ndcg",
         "DCG@k / IDCG@k, DCG@k = Σ_{i≤k} (2^{g_i} - 1) / log2(i + 1), IDCG@k the DCG of the "
         "user's own grades sorted descending",
-        mllib=True,
+        peer_defined=True,
     ),
     _accuracy("arhr", "(1 / |Rel(u)|) · Σ_{i≤k} rel_i / i"),
     _accuracy("f1", "harmonic mean of Precision@k and Recall@k (0 where both are 0)"),

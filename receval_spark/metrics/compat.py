@@ -48,7 +48,7 @@ from receval_spark.columns import ITEM, RANK, USER
 from receval_spark.registry import family
 
 COMPAT_DEFINITIONS = ("spark_mllib", "recommenders")
-COMPAT_METRICS = tuple(m.name for m in family("accuracy") if m.mllib)
+COMPAT_METRICS = tuple(m.name for m in family("accuracy") if m.peer_defined)
 
 
 def _hits(pred: Column, lab: Column, k: Column) -> Column:

@@ -91,6 +91,7 @@ from receval_spark.ranking.split import Split, split_interactions
 from receval_spark.ranking.topk import rank_candidates, sampled_top_k
 from receval_spark.ranking.tuning import tune
 from receval_spark.results import (
+    Check,
     MetricRow,
     OffPolicyRow,
     Outcome,
@@ -287,31 +288,110 @@ def describe_split(split: Split) -> dict[str, Any]:
     return described
 
 
-def evaluate(config: JobConfig, inputs: Inputs) -> Outcome:
+def evaluate(config: JobConfig, inputs: Inputs, *, clock: StageClock | None = None) -> Outcome:
     """Split, score every configured model, and aggregate accuracy and beyond-accuracy metrics
-    (DataFrames in, the outcome out; nothing is written).
+    (DataFrames in, the outcome out; nothing is written). DESIGN's steps, one call each.
 
     ``stage_seconds`` of the result: read (reading and validating the inputs), split (the
-    split, Rel(u) and the evaluated users), top_k (every model's lists), accuracy (per-user
-    accuracy and its macro averages), beyond (beyond-accuracy metrics with their bootstrap),
-    statistics (paired comparisons), off_policy (only with data.impressions), checks.
+    split, Rel(u) and the evaluated users), tune, top_k (every model's lists), accuracy
+    (per-user accuracy and its macro averages, sampled protocols), beyond (beyond-accuracy
+    metrics with their bootstrap), statistics (paired comparisons), off_policy (only with
+    data.impressions), checks.
     """
     settings = config.evaluation
-    ks = settings.k
-    clock = StageClock()
-    interactions, externals, impressions = (
-        inputs.interactions,
-        inputs.recommendations,
-        inputs.impressions,
-    )
-    spark = interactions.sparkSession
+    clock = clock or StageClock()  # started before the inputs were read, when given
     clock.lap("read")
-    split = split_interactions(config.split, interactions)
-    split_summary = describe_split(split)
-    split_summary["filter_seen"] = settings.filter_seen
-
+    split = split_interactions(config.split, inputs.interactions)
+    summary = {**describe_split(split), "filter_seen": settings.filter_seen}
     if config.task == "rating_prediction":
-        return evaluate_ratings(config, split, split_summary, clock)
+        return evaluate_ratings(config, split, summary, clock)
+    population = evaluated_population(config, split, summary)
+    clock.lap("split")
+    chosen, tuning = choose_models(config, split)
+    clock.lap("tune")
+    scorers = fit_scorers(chosen, population, inputs.recommendations, k=max(settings.k))
+    ranked = top_k(scorers, population, summary, k=max(settings.k))
+    clock.lap("top_k")
+    models = ranked.sparkSession.createDataFrame([(m.name,) for m in config.models], "model string")
+    accuracy = accuracy_per_user(ranked, population, models=models, settings=settings)
+    rows = _macro_rows(accuracy) if accuracy is not None else []
+    sampled = {
+        protocol: sampled_protocol(
+            protocol,
+            scorers=scorers,
+            interactions=inputs.interactions,
+            population=population,
+            settings=settings,
+        )
+        for protocol in settings.protocol[1:]  # sampled_<N>, after full
+    }
+    rows += [row for protocol_rows, _ in sampled.values() for row in protocol_rows]
+    clock.lap("accuracy")
+    beyond = beyond_accuracy(config, inputs, ranked, population, summary)
+    rows += beyond.rows
+    per_user = union_all([f for f in (accuracy, beyond.per_user) if f is not None])
+    clock.lap("beyond")
+    comparisons = (
+        compare_run(
+            {"full": per_user, **{p: per_user for p, (_, per_user) in sampled.items()}},
+            baseline=settings.baseline,
+        )
+        if settings.baseline is not None
+        else []
+    )
+    clock.lap("statistics")
+    off_policy = []
+    if inputs.impressions is not None:
+        off_policy = off_policy_estimates(
+            inputs.impressions,
+            rank_models(
+                scorers,
+                inputs.impressions.select(USER).distinct(),
+                k=max(settings.k),
+                seen=population.seen,
+            ),
+            models=models,
+            clip=config.off_policy_settings.clip,
+        )
+        clock.lap("off_policy")
+    checks, warnings = checks_and_warnings(
+        config, split, rows, ranked, population, accuracy=accuracy, summary=summary
+    )
+    clock.lap("checks")
+    return Outcome(
+        metrics=rows,
+        comparisons=comparisons,
+        per_user=per_user,
+        long_tail=beyond.long_tail,
+        split=summary,
+        n_users_evaluated=population.n_users,
+        checks=checks,
+        warnings=warnings + beyond.warnings,
+        off_policy=off_policy,
+        stage_seconds=clock.seconds,
+        tuning=tuning,
+    )
+
+
+@dataclass(frozen=True)
+class Population:
+    """Who is evaluated, and against what: the train history (train + validation), Rel(u)
+    (``truth``), the evaluated users (non-empty Rel(u)) with their segments, the seen pairs
+    to filter (None without filter_seen) and the catalogue (train items with counts)."""
+
+    history: DataFrame
+    truth: DataFrame
+    users: DataFrame
+    n_users: int
+    segments: DataFrame
+    seen: DataFrame | None
+    catalogue: DataFrame
+
+
+def evaluated_population(config: JobConfig, split: Split, summary: dict[str, Any]) -> Population:
+    """The evaluated users of the split (DESIGN §3); raises InputError when there are none.
+    Records the activity quartiles in ``summary`` when the activity segment is on."""
+    settings = config.evaluation
     history = persist(split.history)
     truth = persist(relevant_items(split.test, config.relevance))
     users = persist(truth.select(USER).distinct())
@@ -321,94 +401,109 @@ def evaluate(config: JobConfig, inputs: Inputs) -> Outcome:
             "relevance: no test interaction is relevant, so no user can be evaluated; "
             "lower relevance.threshold or move split.cutoff earlier."
         )
-    seen = persist(history.select(USER, ITEM).distinct()) if settings.filter_seen else None
-    catalogue = persist(item_statistics(history))
-    segments = persist(user_segments(users, history, segments=settings.segments))
     if "activity" in settings.segments:
         thresholds = activity_thresholds(activity_counts(users, history)).collect()[0][0]
-        split_summary["activity_quartiles"] = thresholds
-    clock.lap("split")
+        summary["activity_quartiles"] = thresholds
+    return Population(
+        history=history,
+        truth=truth,
+        users=users,
+        n_users=n_users,
+        segments=persist(user_segments(users, history, segments=settings.segments)),
+        seen=persist(history.select(USER, ITEM).distinct()) if settings.filter_seen else None,
+        catalogue=persist(item_statistics(history)),
+    )
 
-    chosen, tuning = choose_models(config, split)
-    clock.lap("tune")
-    scorers = {
+
+def fit_scorers(
+    models: list[ModelConfig],
+    population: Population,
+    recommendations: Mapping[str, DataFrame],
+    *,
+    k: int,
+) -> dict[str, Scorer]:
+    """Every model fitted on the train history (external ones: their given lists)."""
+    return {
         model.name: fit_model(
             model,
-            history=history,
-            truth=truth,
-            k=max(ks),
-            seen=seen,
-            external=externals.get(model.name),
+            history=population.history,
+            truth=population.truth,
+            k=k,
+            seen=population.seen,
+            external=recommendations.get(model.name),
         )
-        for model in chosen
+        for model in models
     }
 
-    def _rank_models(for_users: DataFrame) -> DataFrame:
-        """(user_id, item_id, score, rank, model): every model's top-max(k) list for the users."""
-        return union_all(
-            [
-                rank_candidates(s.candidates(for_users), k=max(ks), seen=seen).withColumn(
-                    "model", F.lit(name)
-                )
-                for name, s in scorers.items()
-            ]
-        )
 
-    ranked_all = persist(_rank_models(users))
-    ranked_all.count()  # materialises the lists every later stage reads
-    served = {name: fallback_users(s, users) for name, s in scorers.items()}
-    if any(f is not None for f in served.values()):  # evaluated users each fallback served
-        split_summary["fallback_users"] = {
-            name: f.count() for name, f in served.items() if f is not None
-        }
-    clock.lap("top_k")
-    models = spark.createDataFrame([(m.name,) for m in config.models], "model string")
-    accuracy = _accuracy_per_user(
-        ranked_all, truth, segments, catalogue, models=models, settings=settings
+def rank_models(
+    scorers: Mapping[str, Scorer], users: DataFrame, *, k: int, seen: DataFrame | None
+) -> DataFrame:
+    """(user_id, item_id, score, rank, model): every model's top-k list for ``users``, seen
+    items filtered, ties broken by item id (receval_spark.ranking.topk)."""
+    return union_all(
+        [
+            rank_candidates(s.candidates(users), k=k, seen=seen).withColumn("model", F.lit(name))
+            for name, s in scorers.items()
+        ]
     )
-    rows = []
-    if accuracy is not None:
-        accuracy = persist(accuracy)
-        rows += _macro_rows(accuracy)
-    per_user_by_protocol: dict[str, DataFrame | None] = {}
-    for protocol in settings.protocol[1:]:  # sampled_<N>, after full
-        sampled_rows, per_user_by_protocol[protocol] = sampled_protocol(
-            protocol,
-            scorers=scorers,
-            interactions=interactions,
-            history=history,
-            truth=truth,
-            users=users,
-            segments=segments,
-            catalogue=catalogue,
-            settings=settings,
-        )
-        rows += sampled_rows
-    clock.lap("accuracy")
-    lists = persist(top_k_lists(ranked_all, ks=ks).drop(RANK))
-    beyond_inputs, skipped = _beyond_inputs(
-        spark,
+
+
+def top_k(
+    scorers: Mapping[str, Scorer], population: Population, summary: dict[str, Any], *, k: int
+) -> DataFrame:
+    """Every model's top-k lists for the evaluated users, materialised (every later stage
+    reads them); records in ``summary`` how many users each model's fallback served."""
+    ranked = persist(rank_models(scorers, population.users, k=k, seen=population.seen))
+    ranked.count()
+    served = {name: fallback_users(s, population.users) for name, s in scorers.items()}
+    if any(f is not None for f in served.values()):
+        summary["fallback_users"] = {name: f.count() for name, f in served.items() if f is not None}
+    return ranked
+
+
+@dataclass(frozen=True)
+class BeyondAccuracy:
+    """The beyond-accuracy step's macro and group rows, per-user rows, long-tail table and
+    warnings for metrics it had to skip."""
+
+    rows: list[MetricRow]
+    per_user: DataFrame | None
+    long_tail: DataFrame
+    warnings: list[str]
+
+
+def beyond_accuracy(
+    config: JobConfig,
+    inputs: Inputs,
+    ranked: DataFrame,
+    population: Population,
+    summary: dict[str, Any],
+) -> BeyondAccuracy:
+    """Beyond-accuracy metrics of the top-k lists at every k (DESIGN §6): per-user ones
+    macro-averaged, group ones with bootstrap intervals, and the long-tail table."""
+    settings = config.evaluation
+    lists = persist(top_k_lists(ranked, ks=settings.k).drop(RANK))
+    beyond_inputs, warnings = _beyond_inputs(
+        ranked.sparkSession,
         config,
         items=inputs.items,
-        history=history,
-        users=users,
-        truth=truth,
-        seen=seen,
-        catalogue=catalogue,
-        ranked=ranked_all,
-        interactions=interactions,
-        summary=split_summary,
+        history=population.history,
+        users=population.users,
+        truth=population.truth,
+        seen=population.seen,
+        catalogue=population.catalogue,
+        ranked=ranked,
+        interactions=inputs.interactions,
+        summary=summary,
     )
-    warnings = skipped
-    beyond_users = per_user_beyond(
-        lists, beyond_inputs, by=["model", "k"], metrics=settings.metrics
-    )
-    if beyond_users is not None:
-        beyond_users = persist(beyond_users.join(segments, on=USER))
-        rows += _macro_rows(beyond_users)
-    per_user_long = union_all([f for f in (accuracy, beyond_users) if f is not None])
+    rows = []
+    per_user = per_user_beyond(lists, beyond_inputs, by=["model", "k"], metrics=settings.metrics)
+    if per_user is not None:
+        per_user = persist(per_user.join(population.segments, on=USER))
+        rows += _macro_rows(per_user)
     groups = group_beyond(
-        lists.join(segments, on=USER),
+        lists.join(population.segments, on=USER),
         beyond_inputs,
         by=["model", "segment", "k"],
         metrics=settings.metrics,
@@ -418,53 +513,43 @@ def evaluate(config: JobConfig, inputs: Inputs) -> Outcome:
     )
     if groups is not None:
         rows += [_metric_row(r) for r in groups.collect()]
-    clock.lap("beyond")
-    per_user_by_protocol = {"full": per_user_long, **per_user_by_protocol}
-    comparisons = (
-        compare_run(per_user_by_protocol, baseline=settings.baseline)
-        if settings.baseline is not None
-        else []
+    by = ["model", "k"]
+    exposure = item_exposure(lists, population.catalogue, by=by)
+    return BeyondAccuracy(
+        rows=rows,
+        per_user=per_user,
+        long_tail=long_tail(exposure, population.catalogue, by=by),
+        warnings=warnings,
     )
-    clock.lap("statistics")
-    off_policy = []
-    if impressions is not None:
-        off_policy = off_policy_estimates(
-            impressions,
-            _rank_models(impressions.select(USER).distinct()),
-            models=models,
-            clip=config.off_policy_settings.clip,
-        )
-        clock.lap("off_policy")
-    coverage = list_coverage(ranked_all, models=[m.name for m in config.models], n_users=n_users)
-    split_summary["list_coverage"] = coverage
+
+
+def checks_and_warnings(
+    config: JobConfig,
+    split: Split,
+    rows: list[MetricRow],
+    ranked: DataFrame,
+    population: Population,
+    *,
+    accuracy: DataFrame | None,
+    summary: dict[str, Any],
+) -> tuple[list[Check], list[str]]:
+    """The run's sanity checks and warnings (receval_spark.ranking.checks); records each
+    model's list coverage in ``summary``."""
+    n_users = population.n_users
+    coverage = list_coverage(ranked, models=[m.name for m in config.models], n_users=n_users)
+    summary["list_coverage"] = coverage
     checks = run_checks(
         config,
         split,
         rows,
-        truth=truth,
-        seen=seen,
+        truth=population.truth,
+        seen=population.seen,
         accuracy=accuracy,
-        evaluated=segments,
+        evaluated=population.segments,
         coverage=coverage,
         n_users=n_users,
     )
-    warnings = run_warnings(config, n_users, rows, coverage=coverage) + warnings
-    clock.lap("checks")
-    return Outcome(
-        metrics=rows,
-        comparisons=comparisons,
-        per_user=per_user_long,
-        long_tail=long_tail(
-            item_exposure(lists, catalogue, by=["model", "k"]), catalogue, by=["model", "k"]
-        ),
-        split=split_summary,
-        n_users_evaluated=n_users,
-        checks=checks,
-        warnings=warnings,
-        off_policy=off_policy,
-        stage_seconds=clock.seconds,
-        tuning=tuning,
-    )
+    return checks, run_warnings(config, n_users, rows, coverage=coverage)
 
 
 def evaluate_ratings(
@@ -565,20 +650,17 @@ def choose_models(config: JobConfig, split: Split) -> tuple[list[ModelConfig], d
 def sampled_protocol(
     protocol: str,
     *,
-    scorers: dict[str, Scorer],
+    scorers: Mapping[str, Scorer],
     interactions: DataFrame,
-    history: DataFrame,
-    truth: DataFrame,
-    users: DataFrame,
-    segments: DataFrame,
-    catalogue: DataFrame,
+    population: Population,
     settings: EvaluationConfig,
 ) -> tuple[list[MetricRow], DataFrame | None]:
     """Accuracy under ``sampled_<N>``: each user's relevant test items ranked together with N
     seeded negatives (:func:`sampled_candidates`) by every model that scores any item, users a
     model cannot score left without a list and equal scores ordered by a seeded hash
-    (:func:`receval_spark.ranking.topk.sampled_top_k`). Returns the macro rows (labelled with the
-    protocol) and the per-user table."""
+    (:func:`receval_spark.ranking.topk.sampled_top_k`). Returns the macro rows (labelled with
+    the protocol) and the per-user table."""
+    history, truth, users = population.history, population.truth, population.users
     n = sampled_negatives(protocol)
     pairs = persist(
         sampled_candidates(interactions, history, truth, users, n=n, seed=settings.seed)
@@ -598,12 +680,9 @@ def sampled_protocol(
     )
     ranked.count()  # one job for every model's sampled lists; later plans start from here
     models = users.sparkSession.createDataFrame([(m,) for m in scoring], "model string")
-    accuracy = _accuracy_per_user(
-        ranked, truth, segments, catalogue, models=models, settings=settings
-    )
+    accuracy = accuracy_per_user(ranked, population, models=models, settings=settings)
     if accuracy is None:
         return [], None
-    accuracy = persist(accuracy)
     rows = [dataclasses.replace(r, protocol=protocol) for r in _macro_rows(accuracy)]
     return rows, accuracy
 
@@ -682,21 +761,21 @@ def _macro_rows(per_user_long: DataFrame) -> list[MetricRow]:
     return [_metric_row(r) for r in averages.collect()]
 
 
-def _accuracy_per_user(
+def accuracy_per_user(
     ranked: DataFrame,
-    truth: DataFrame,
-    segments: DataFrame,
-    catalogue: DataFrame,
+    population: Population,
     *,
     models: DataFrame,
     settings: EvaluationConfig,
 ) -> DataFrame | None:
-    """(model, segment, user_id, k, metric, value) for user segments and item segments.
+    """(model, segment, user_id, k, metric, value) for user segments and item segments,
+    persisted; None when no accuracy metric is configured.
 
     One pass for all models and scopes: Rel(u) is scoped (all, items=head, items=tail); the
     ``all`` scope is then broken down by user segment. Under a peer's ``definitions``
     (metrics/compat.py) only its precision, recall, ndcg and map, by user segment.
     """
+    truth, segments = population.truth, population.segments
     if settings.definitions != "receval":
         metrics = [m for m in COMPAT_METRICS if m in settings.metrics]
         if not metrics:
@@ -704,14 +783,18 @@ def _accuracy_per_user(
         scores = compatible_per_user(
             ranked, truth, ks=settings.k, definitions=settings.definitions, lists=models
         )
-        return to_long(
-            scores.join(segments, on=USER), metrics=metrics, keys=["model", "segment", USER, "k"]
+        return persist(
+            to_long(
+                scores.join(segments, on=USER),
+                metrics=metrics,
+                keys=["model", "segment", USER, "k"],
+            )
         )
     metrics = [m for m in ACCURACY_METRICS if m in settings.metrics]
     if not metrics:
         return None
     labels = (
-        item_popularity_segments(catalogue, head_share=settings.head_share)
+        item_popularity_segments(population.catalogue, head_share=settings.head_share)
         if "popularity" in settings.segments
         else None
     )
@@ -720,8 +803,8 @@ def _accuracy_per_user(
     )
     by_user = scores.filter(F.col("scope") == "all").drop("scope").join(segments, on=USER)
     by_item = scores.filter(F.col("scope") != "all").withColumnRenamed("scope", "segment")
-    return to_long(
-        by_user.unionByName(by_item), metrics=metrics, keys=["model", "segment", USER, "k"]
+    return persist(
+        to_long(by_user.unionByName(by_item), metrics=metrics, keys=["model", "segment", USER, "k"])
     )
 
 

@@ -78,7 +78,7 @@ def test_each_property_written_out():
         ("beyond", name)
         for name in ("coverage", "gini", "entropy", "popularity_bias", "personalization")
     }
-    assert having(lambda m: m.mllib) == {
+    assert having(lambda m: m.peer_defined) == {
         ("accuracy", name) for name in ("precision", "recall", "ndcg", "map")
     }
     assert having(lambda m: not m.has_k) == {("rating", name) for name in names("rating")}

@@ -11,7 +11,7 @@ from receval_spark.config import AlsModel, EvaluationConfig, ItemKnnModel, Popul
 from receval_spark.metrics.accuracy import per_user_accuracy
 from receval_spark.metrics.beyond import item_statistics
 from receval_spark.ranking.models import fit_model
-from receval_spark.ranking.pipeline import sampled_candidates, sampled_protocol
+from receval_spark.ranking.pipeline import Population, sampled_candidates, sampled_protocol
 from receval_spark.ranking.relevance import user_segments
 from receval_spark.ranking.topk import rank_candidates, sampled_top_k, top_k
 
@@ -122,11 +122,15 @@ def sampled_scores(spark, positive, models):
         "sampled_100",
         scorers=scorers,
         interactions=interactions,
-        history=history,
-        truth=truth,
-        users=users,
-        segments=user_segments(users, history, segments=[]),
-        catalogue=item_statistics(history),
+        population=Population(
+            history=history,
+            truth=truth,
+            users=users,
+            n_users=1,
+            segments=user_segments(users, history, segments=[]),
+            seen=history,
+            catalogue=item_statistics(history),
+        ),
         settings=settings,
     )
     values = {(r.model, r.metric): r.value for r in per_user.filter("segment = 'all'").collect()}

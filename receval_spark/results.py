@@ -20,6 +20,7 @@ from pyspark.sql import types as T
 
 from receval_spark.columns import USER
 from receval_spark.metrics.beyond import LONG_TAIL_COUNTS
+from receval_spark.stats import mean_interval, metric_bounds, normal_interval
 
 SCALAR_TYPES: dict[type, T.DataType] = {
     str: T.StringType(),
@@ -272,3 +273,31 @@ class Outcome:
     def passed(self) -> bool:
         """Whether every sanity check passed."""
         return all(check.passed for check in self.checks)
+
+
+def metric_row(row: Any, *, protocol: str = "full") -> MetricRow:
+    """A MetricRow of one aggregate row (model, [segment], metric, k, value, n_users, std)
+    with a 95% interval inside the metric's bounds under ``protocol`` (the registry's):
+    value ± z·std clipped for bootstrapped group statistics (``interval = bootstrap``), else
+    the interval of a mean over n_samples (sampled statistics) or n_users (macro averages,
+    session events): Wilson for 0/1 metrics, the clipped t-interval otherwise
+    (stats.mean_interval). A row without a segment is segment ``all``."""
+    fields = row.asDict()
+    if fields.get("interval") == "bootstrap":
+        bounds = metric_bounds(row["metric"], protocol=protocol)
+        low, high = normal_interval(row["value"], row["std"], bounds=bounds)
+    else:
+        n = fields.get("n_samples") or row["n_users"]
+        low, high = mean_interval(row["metric"], row["value"], row["std"], n, protocol=protocol)
+    return MetricRow(
+        model=row["model"],
+        segment=fields.get("segment", "all"),
+        metric=row["metric"],
+        k=row["k"],
+        value=row["value"],
+        n_users=row["n_users"],
+        std=row["std"],
+        ci_low=low,
+        ci_high=high,
+        protocol=protocol,
+    )

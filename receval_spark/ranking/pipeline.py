@@ -95,11 +95,7 @@ from receval_spark.results import (
     MetricRow,
     OffPolicyRow,
     Outcome,
-)
-from receval_spark.stats import (
-    mean_interval,
-    metric_bounds,
-    normal_interval,
+    metric_row,
 )
 
 JOB_STAGES = ("read", "split", "tune", "top_k", "accuracy", "beyond", "statistics", "checks")
@@ -512,7 +508,7 @@ def beyond_accuracy(
         bootstrap_samples=settings.bootstrap_samples,
     )
     if groups is not None:
-        rows += [_metric_row(r) for r in groups.collect()]
+        rows += [metric_row(r) for r in groups.collect()]
     by = ["model", "k"]
     exposure = item_exposure(lists, population.catalogue, by=by)
     return BeyondAccuracy(
@@ -758,7 +754,7 @@ def off_policy_estimates(
 def _macro_rows(per_user_long: DataFrame) -> list[MetricRow]:
     """Macro averages with intervals of (model, segment, user_id, k, metric, value) rows."""
     averages = macro_average(per_user_long, by=["model", "segment", "metric", "k"])
-    return [_metric_row(r) for r in averages.collect()]
+    return [metric_row(r) for r in averages.collect()]
 
 
 def accuracy_per_user(
@@ -899,28 +895,3 @@ def _embedding_source(config: JobConfig) -> str:
         return source
     items = config.data.items
     return "items" if items is not None and items.columns.embedding is not None else "als"
-
-
-def _metric_row(row: Any) -> MetricRow:
-    """A MetricRow with a 95% interval inside the metric's bounds (receval_spark.registry):
-    value ± z·std clipped for bootstrapped group statistics, else the interval of a mean over
-    n_samples (sampled statistics) or n_users (macro averages): Wilson for 0/1 metrics, the
-    clipped t-interval otherwise (stats.mean_interval)."""
-    fields = row.asDict()
-    if fields.get("interval") == "bootstrap":
-        bounds = metric_bounds(row["metric"])
-        low, high = normal_interval(row["value"], row["std"], bounds=bounds)
-    else:
-        n = fields.get("n_samples") or row["n_users"]
-        low, high = mean_interval(row["metric"], row["value"], row["std"], n)
-    return MetricRow(
-        model=row["model"],
-        segment=row["segment"],
-        metric=row["metric"],
-        k=row["k"],
-        value=row["value"],
-        n_users=row["n_users"],
-        std=row["std"],
-        ci_low=low,
-        ci_high=high,
-    )

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -42,7 +41,7 @@ from receval_spark.metrics.beyond import (
     top_k_lists,
 )
 from receval_spark.registry import SESSION_PROTOCOL
-from receval_spark.results import Check, MetricRow, Outcome
+from receval_spark.results import Check, Outcome, metric_row
 from receval_spark.sessions.metrics import (
     SESSION_ACCURACY,
     SESSION_EXPOSURE,
@@ -63,7 +62,6 @@ from receval_spark.sessions.preprocessing import (
     prediction_events,
     preprocess_sessions,
 )
-from receval_spark.stats import mean_interval
 
 PROTOCOL = SESSION_PROTOCOL
 
@@ -189,11 +187,13 @@ def evaluate_sessions(config: SessionJobConfig, inputs: SessionInputs) -> Outcom
     rows = []
     if any(m in wanted for m in SESSION_ACCURACY):
         accuracy = session_accuracy(target_ranks(events, lists, models), ks=ks)
-        rows += [_metric_row(r) for r in accuracy.collect() if r["metric"] in wanted]
+        rows += [
+            metric_row(r, protocol=PROTOCOL) for r in accuracy.collect() if r["metric"] in wanted
+        ]
     exposure_metrics = [m for m in SESSION_EXPOSURE if m in wanted]
     if exposure_metrics:
         exposure = _exposure(lists, train, models, ks, exposure_metrics)
-        rows += [_metric_row(r) for r in exposure.collect()]
+        rows += [metric_row(r, protocol=PROTOCOL) for r in exposure.collect()]
     summary = {**split.params, "steps": split.steps, "prediction_events": n_events}
     test_counts = split.steps[-1]
     expected_events = test_counts["clicks"] - test_counts["sessions"]
@@ -246,24 +246,4 @@ def _exposure(
             F.coalesce(F.col("n_lists"), F.lit(0)).alias("n_users"),
             F.lit(None).cast("double").alias("std"),
         )
-    )
-
-
-def _metric_row(row: Any) -> MetricRow:
-    """A MetricRow with its 95% interval: Wilson for recall (each event's hit is 0 or 1), the
-    t-interval clipped to [0, 1] for mrr; none for the exposure rows (no std)."""
-    low, high = mean_interval(
-        row["metric"], row["value"], row["std"], row["n_users"], protocol=PROTOCOL
-    )
-    return MetricRow(
-        model=row["model"],
-        segment="all",
-        metric=row["metric"],
-        k=row["k"],
-        value=row["value"],
-        n_users=row["n_users"],
-        std=row["std"],
-        ci_low=low,
-        ci_high=high,
-        protocol=PROTOCOL,
     )

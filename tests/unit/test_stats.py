@@ -13,8 +13,9 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint
 
 from receval_spark.metrics.compare import compare_run, paired_differences, paired_statistics
-from receval_spark.ranking.pipeline import _macro_rows, _metric_row
+from receval_spark.ranking.pipeline import _macro_rows
 from receval_spark.registry import METRICS
+from receval_spark.results import metric_row
 from receval_spark.stats import (
     SignedRanks,
     difference_bounds,
@@ -223,13 +224,13 @@ def test_group_statistic_intervals_are_clipped():
         )
 
     # personalization_jaccard 0.99 over 5 sampled pairs with std 0.02: t-interval up to 1.015
-    jaccard = _metric_row(
+    jaccard = metric_row(
         group_row("personalization_jaccard", 0.99, 0.02, interval="t", n_samples=5)
     )
     assert jaccard.ci_high == 1.0 and jaccard.ci_low < 0.99
-    coverage = _metric_row(group_row("coverage", 0.01, 0.02, interval="bootstrap"))
+    coverage = metric_row(group_row("coverage", 0.01, 0.02, interval="bootstrap"))
     assert coverage.ci_low == 0.0 and coverage.ci_high == pytest.approx(0.01 + 1.96 * 0.02, 1e-3)
-    entropy = _metric_row(group_row("entropy", 0.05, 0.1, interval="bootstrap"))
+    entropy = metric_row(group_row("entropy", 0.05, 0.1, interval="bootstrap"))
     assert entropy.ci_low == 0.0 and entropy.ci_high > 0.2
 
 

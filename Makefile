@@ -23,6 +23,7 @@ lint: setup
 
 test: setup
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 # side by side with Spark ML, Microsoft Recommenders and a numpy floor (benchmarks/README.md)

@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, overload
 from urllib.parse import urlparse
 
 import yaml
@@ -233,9 +233,14 @@ Segment = Literal["warm", "cold", "activity", "popularity"]
 ACCURACY_METRICS: tuple[str, ...] = registry.names("accuracy")
 BEYOND_METRICS: tuple[str, ...] = registry.names("beyond")
 ALL_METRICS: tuple[str, ...] = ACCURACY_METRICS + BEYOND_METRICS
-AccuracyMetric = Literal[ACCURACY_METRICS]  # type: ignore[valid-type]
-BeyondMetric = Literal[BEYOND_METRICS]  # type: ignore[valid-type]
-MetricName = AccuracyMetric | BeyondMetric
+if TYPE_CHECKING:  # statically a name; pydantic validates it against the registry's names
+    AccuracyMetric = str
+    BeyondMetric = str
+    MetricName = str
+else:
+    AccuracyMetric = Literal[ACCURACY_METRICS]
+    BeyondMetric = Literal[BEYOND_METRICS]
+    MetricName = AccuracyMetric | BeyondMetric
 
 
 class EmbeddingsConfig(_Strict):
@@ -305,7 +310,7 @@ class EvaluationConfig(_Strict):
     min_list_coverage: float = Field(default=0.5, ge=0.0, le=1.0)
     # default [warm, cold]; [] under leave_last_n, whose test users all have train rows
     # (JobConfig._default_segments)
-    segments: list[Segment] = Field(default_factory=lambda: ["warm", "cold"])
+    segments: list[Segment] = Field(default_factory=lambda: list[Segment](["warm", "cold"]))
     metrics: list[MetricName] = Field(default_factory=lambda: list(ALL_METRICS))
     head_share: float = Field(default=0.5, gt=0.0, lt=1.0)
     personalization_pairs: int = Field(default=1000, ge=1)
@@ -500,7 +505,7 @@ class JobConfig(_Strict):
         evaluation = data.get("evaluation", {})
         if isinstance(evaluation, dict) and "segments" not in evaluation:
             return {**data, "evaluation": {**evaluation, "segments": []}}
-        explicit = getattr(evaluation, "model_fields_set", set())
+        explicit: set[str] = getattr(evaluation, "model_fields_set", set())
         if isinstance(evaluation, EvaluationConfig) and "segments" not in explicit:
             return {**data, "evaluation": evaluation.model_copy(update={"segments": []})}
         return data
@@ -648,7 +653,10 @@ class SessionPreprocessing(_Strict):
         return self
 
 
-SessionMetric = Literal[registry.names("session")]  # type: ignore[valid-type]
+if TYPE_CHECKING:
+    SessionMetric = str
+else:
+    SessionMetric = Literal[registry.names("session")]
 
 
 class SessionEvaluation(_Strict):
@@ -758,8 +766,6 @@ def _check_model_names(names: list[str]) -> None:
         raise ValueError(f"models: model names must be unique, repeated: {duplicated}")
 
 
-_Config = TypeVar("_Config", JobConfig, SessionJobConfig)
-
 _PATH_KEYS: tuple[tuple[str, ...], ...] = (
     ("output", "path"),
     ("data", "interactions", "path"),
@@ -771,9 +777,20 @@ _PATH_KEYS: tuple[tuple[str, ...], ...] = (
 )
 
 
+@overload
 def load_config(
-    path: str | Path, overrides: Sequence[str] = (), *, schema: type[_Config] = JobConfig
-) -> _Config:
+    path: str | os.PathLike[str], overrides: Sequence[str] = (), *, schema: type[JobConfig] = ...
+) -> JobConfig: ...
+@overload
+def load_config(
+    path: str | os.PathLike[str], overrides: Sequence[str] = (), *, schema: type[SessionJobConfig]
+) -> SessionJobConfig: ...
+def load_config(
+    path: str | os.PathLike[str],
+    overrides: Sequence[str] = (),
+    *,
+    schema: type[JobConfig] | type[SessionJobConfig] = JobConfig,
+) -> JobConfig | SessionJobConfig:
     """Read a YAML config, apply ``KEY=VALUE`` overrides, resolve paths and validate.
 
     Relative paths written in the file resolve against the file's folder; relative paths
@@ -786,7 +803,7 @@ def load_config(
     return config
 
 
-def read_config_file(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
+def read_config_file(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> dict[str, Any]:
     """The raw mapping of a YAML config with ``overrides`` applied and relative local paths
     made absolute (against the file's folder, and the current directory for ``--set``)."""
     config_path = Path(path)
@@ -809,7 +826,13 @@ def read_config_file(path: str | Path, overrides: Sequence[str] = ()) -> dict[st
     return raw
 
 
-def validate_config(raw: dict[str, Any], *, schema: type[_Config] = JobConfig) -> _Config:
+@overload
+def validate_config(raw: dict[str, Any], *, schema: type[JobConfig] = ...) -> JobConfig: ...
+@overload
+def validate_config(raw: dict[str, Any], *, schema: type[SessionJobConfig]) -> SessionJobConfig: ...
+def validate_config(
+    raw: dict[str, Any], *, schema: type[JobConfig] | type[SessionJobConfig] = JobConfig
+) -> JobConfig | SessionJobConfig:
     """Validate a raw mapping into a JobConfig (or ``schema``), naming the offending key."""
     try:
         return schema.model_validate(raw)

@@ -18,7 +18,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 Bounds = tuple[float, float]
 UNBOUNDED: Bounds = (-math.inf, math.inf)
@@ -61,7 +61,7 @@ class Metric:
     peer_defined: bool = False
 
 
-def _accuracy(name: str, formula: str, **properties: bool) -> Metric:
+def _accuracy(name: str, formula: str, **properties: Any) -> Metric:
     return Metric(name=name, family="accuracy", scope="user", formula=formula, **properties)
 
 

@@ -137,10 +137,11 @@ def spark_schema(row_type: type) -> T.StructType:
     return T.StructType(columns)
 
 
-def _cells(row: Any) -> tuple:
+def _cells(row: Any) -> tuple[Any, ...]:
     """A row dataclass's values in :func:`spark_schema`'s column order, as Spark takes them:
     floats as float (NaN as null), dicts as JSON with sorted keys, nested rows as tuples."""
-    cells = ((getattr(row, name), encode) for name, encode in _encoders(type(row)))
+    encoders = _encoders(type(row))  # type: ignore[arg-type]  # a class is hashable
+    cells = ((getattr(row, name), encode) for name, encode in encoders)
     return tuple(None if value is None else encode(value) for value, encode in cells)
 
 
@@ -158,7 +159,7 @@ def _codec(hint: Any) -> tuple[T.DataType, Callable[[Any], Any]]:
     if origin is Sequence:
         element, encode = _codec(get_args(hint)[0])
         return T.ArrayType(element, False), lambda values: [encode(v) for v in values]
-    if is_dataclass(hint):
+    if isinstance(hint, type) and is_dataclass(hint):
         return spark_schema(hint), _cells
     if hint is float:
         return T.DoubleType(), _finite

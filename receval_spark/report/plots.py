@@ -7,11 +7,8 @@ from __future__ import annotations
 import base64
 import io
 
-import matplotlib
-
-matplotlib.use("Agg")  # no display: figures are rendered to PNG bytes
-import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.figure import Figure  # not pyplot: no backend, the user's figures untouched
 
 CURVE_METRICS = ("ndcg", "precision", "recall", "map")
 HISTORY_METRICS = ("ndcg", "recall", "mrr", "coverage")
@@ -85,10 +82,9 @@ def figures(
     return out
 
 
-def _figure(title: str, caption: str, fig: plt.Figure) -> dict[str, str]:
+def _figure(title: str, caption: str, fig: Figure) -> dict[str, str]:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
     return {
         "title": title,
         "caption": caption,
@@ -96,9 +92,10 @@ def _figure(title: str, caption: str, fig: plt.Figure) -> dict[str, str]:
     }
 
 
-def _curves(curves: pd.DataFrame) -> plt.Figure:
+def _curves(curves: pd.DataFrame) -> Figure:
     names = [m for m in CURVE_METRICS if m in set(curves["metric"])]
-    fig, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names), 2.8), squeeze=False)
+    fig = Figure(figsize=(3.2 * len(names), 2.8))
+    axes = fig.subplots(1, len(names), squeeze=False)
     for ax, metric in zip(axes[0], names, strict=True):
         for model, group in curves[curves["metric"] == metric].groupby("model"):
             group = group.sort_values("k")
@@ -110,8 +107,9 @@ def _curves(curves: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def _precision_recall(wide: pd.DataFrame) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(4.2, 3.2))
+def _precision_recall(wide: pd.DataFrame) -> Figure:
+    fig = Figure(figsize=(4.2, 3.2))
+    ax = fig.subplots()
     for model, group in wide.reset_index().groupby("model"):
         group = group.sort_values("k")
         ax.plot(group["recall"], group["precision"], marker="o", label=model)
@@ -123,8 +121,9 @@ def _precision_recall(wide: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def _trade_off(at_k: pd.DataFrame, k: int) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(4.2, 3.2))
+def _trade_off(at_k: pd.DataFrame, k: int) -> Figure:
+    fig = Figure(figsize=(4.2, 3.2))
+    ax = fig.subplots()
     for model, row in at_k.iterrows():
         ax.scatter(row["coverage"], row["ndcg"], s=40)
         ax.annotate(model, (row["coverage"], row["ndcg"]), fontsize=8)
@@ -133,9 +132,10 @@ def _trade_off(at_k: pd.DataFrame, k: int) -> plt.Figure:
     return fig
 
 
-def _segments(segments: pd.DataFrame, k: int) -> plt.Figure:
+def _segments(segments: pd.DataFrame, k: int) -> Figure:
     table = segments.pivot_table(index="segment", columns="model", values="value")
-    fig, ax = plt.subplots(figsize=(1.0 + 0.8 * len(table), 3.2))
+    fig = Figure(figsize=(1.0 + 0.8 * len(table), 3.2))
+    ax = fig.subplots()
     table.plot.bar(ax=ax, rot=30)
     ax.set_ylabel(f"NDCG@{k}")
     ax.set_xlabel("")
@@ -143,8 +143,9 @@ def _segments(segments: pd.DataFrame, k: int) -> plt.Figure:
     return fig
 
 
-def _long_tail(long_tail: pd.DataFrame) -> plt.Figure:
-    fig, (share, reach) = plt.subplots(1, 2, figsize=(9.0, 3.2))
+def _long_tail(long_tail: pd.DataFrame) -> Figure:
+    fig = Figure(figsize=(9.0, 3.2))
+    share, reach = fig.subplots(1, 2)
     bins = long_tail[long_tail["popularity_bin"] >= 0]
     train = bins.drop_duplicates("popularity_bin").sort_values("popularity_bin")
     share.plot(
@@ -174,9 +175,10 @@ def _long_tail(long_tail: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def _history(trend: pd.DataFrame, k: int) -> plt.Figure:
+def _history(trend: pd.DataFrame, k: int) -> Figure:
     names = [m for m in HISTORY_METRICS if m in set(trend["metric"])]
-    fig, axes = plt.subplots(1, len(names), figsize=(3.4 * len(names), 2.8), squeeze=False)
+    fig = Figure(figsize=(3.4 * len(names), 2.8))
+    axes = fig.subplots(1, len(names), squeeze=False)
     dates = sorted(trend["run_date"].unique())
     for ax, metric in zip(axes[0], names, strict=True):
         for model, group in trend[trend["metric"] == metric].groupby("model"):

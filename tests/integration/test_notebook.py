@@ -1,8 +1,10 @@
-"""notebooks/explore_reports.ipynb runs top to bottom in a real Jupyter kernel (this venv's
-interpreter) on the reports of two nightly runs of a crafted log, the second one regressed."""
+"""The notebooks run top to bottom in a real Jupyter kernel (this venv's interpreter):
+explore_reports.ipynb on the reports of two nightly runs of a crafted log, the second one
+regressed; evaluate_dataframes.ipynb on the shipped ml-latest-small, through the Python API."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sys
 from pathlib import Path
@@ -27,6 +29,8 @@ REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = REPO / "notebooks" / "explore_reports.ipynb"
 DATES = ["2026-12-01", "2026-12-02"]
 MODELS = {"popularity", "ext"}
+DATAFRAMES_NOTEBOOK = REPO / "notebooks" / "evaluate_dataframes.ipynb"
+NOTEBOOK_MODELS = ("genre_popularity", "als")  # the two models evaluate_dataframes makes
 
 
 def nightly_reports(spark, tmp: Path) -> Path:
@@ -84,6 +88,39 @@ def venv_kernel(tmp: Path) -> KernelManager:
     return KernelManager(kernel_name="python3", kernel_spec_manager=specs)
 
 
+def run_notebook(path: Path, tmp: Path, monkeypatch, *, cwd: Path, env: dict[str, str]) -> dict:
+    """Execute the notebook at ``path`` top to bottom in ``venv_kernel``, with ``cwd`` as its
+    working folder and ``env`` added to the kernel's environment; its code cells by tag.
+    Fails on a stored output, a cell that did not run, or an error."""
+    kernel_env = {
+        "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
+        "IPYTHONDIR": str(tmp / "ipython"),
+        "MPLBACKEND": "Agg",
+        # The notebook's own short-lived JVM: the C1 JIT alone halves its start-up CPU time.
+        "PYSPARK_SUBMIT_ARGS": "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell",
+        **env,
+    }
+    for key, value in kernel_env.items():
+        monkeypatch.setenv(key, value)  # the kernel inherits os.environ
+
+    nb = nbformat.read(path, as_version=4)
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "stored outputs"
+    client = nbclient.NotebookClient(
+        nb,
+        km=venv_kernel(tmp),
+        timeout=600,
+        startup_timeout=120,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(cwd)}},
+    )
+    client.execute()  # raises CellExecutionError on the first failing cell
+
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.execution_count for c in code), "a cell did not run"
+    assert not [o for c in code for o in c.outputs if o.output_type == "error"]
+    return {tag: c for c in code for tag in c.metadata.get("tags", [])}
+
+
 def text_of(cell) -> str:
     """Everything a cell printed or displayed, as text (plain and HTML)."""
     parts = []
@@ -97,31 +134,9 @@ def text_of(cell) -> str:
 
 def test_the_notebook_explores_two_nightly_runs(spark, tmp_path, monkeypatch):
     reports = nightly_reports(spark, tmp_path)
-    monkeypatch.setenv("RECEVAL_REPORTS", str(reports))  # the kernel inherits os.environ
-    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    # The notebook's own short-lived JVM: the C1 JIT alone halves its start-up CPU time.
-    monkeypatch.setenv(
-        "PYSPARK_SUBMIT_ARGS", "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell"
+    cell = run_notebook(
+        NOTEBOOK, tmp_path, monkeypatch, cwd=REPO, env={"RECEVAL_REPORTS": str(reports)}
     )
-
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "stored outputs"
-    client = nbclient.NotebookClient(
-        nb,
-        km=venv_kernel(tmp_path),
-        timeout=600,
-        startup_timeout=120,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(REPO)}},
-    )
-    client.execute()  # raises CellExecutionError on the first failing cell
-
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert all(c.execution_count for c in code), "a cell did not run"
-    assert not [o for c in code for o in c.outputs if o.output_type == "error"]
-    cell = {tag: c for c in code for tag in c.metadata.get("tags", [])}
 
     setup = text_of(cell["setup"])
     assert f"python  {sys.executable}" in setup
@@ -140,3 +155,45 @@ def test_the_notebook_explores_two_nightly_runs(spark, tmp_path, monkeypatch):
     plot = cell["plot"]
     assert any("image/png" in o.get("data", {}) for o in plot.outputs), "no figure"
     assert f"plotted {len(DATES)} run dates, {len(MODELS)} models" in text_of(plot)
+
+
+def test_the_notebook_evaluates_two_models_given_as_dataframes(tmp_path, monkeypatch):
+    """evaluate_dataframes.ipynb makes two models' lists in memory, evaluates them with
+    rv.evaluate against the popularity baseline, and writes nothing but the summary and the
+    figure it is asked for ($RECEVAL_NOTEBOOK_OUT)."""
+    cwd, out = tmp_path / "cwd", tmp_path / "out"
+    cwd.mkdir()
+    cell = run_notebook(
+        DATAFRAMES_NOTEBOOK, tmp_path, monkeypatch, cwd=cwd, env={"RECEVAL_NOTEBOOK_OUT": str(out)}
+    )
+    assert f"from {REPO / 'receval_spark'}" in text_of(cell["setup"])  # this checkout's package
+    assert list(cwd.iterdir()) == []  # no reports/, spark-warehouse/ or derby.log
+    assert sorted(p.name for p in out.iterdir()) == ["ndcg_by_k.png", "summary.json"]
+    assert (out / "ndcg_by_k.png").read_bytes().startswith(b"\x89PNG")
+    assert any("image/png" in o.get("data", {}) for o in cell["plot"].outputs), "no figure"
+
+    saved = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert saved["passed"] is True
+    # the evaluation's cut-off is the one the notebook trained its models before
+    cutoff = dt.datetime.fromtimestamp(saved["cutoff"], dt.UTC)
+    assert dt.datetime.fromisoformat(saved["split_cutoff"]) == cutoff
+    at_10 = saved["metrics_at_10"]
+    assert set(at_10) == {"popularity", *NOTEBOOK_MODELS}
+    summary = text_of(cell["summary"])
+    for model, values in at_10.items():
+        assert 0 <= values["ndcg"] <= 1 and 0 < values["coverage"] <= 1, model
+        assert model in summary
+    comparisons = {(c["model"], c["segment"], c["metric"]): c for c in saved["comparisons_at_10"]}
+    for model in NOTEBOOK_MODELS:
+        for segment in ("all", "warm", "cold"):
+            diff = comparisons[(model, segment, "ndcg")]
+            assert diff["baseline"] == "popularity" and diff["n_users"] > 0
+            assert diff["ci_low"] <= diff["mean_diff"] <= diff["ci_high"], (model, segment)
+        overall = comparisons[(model, "all", "ndcg")]
+        assert overall["n_users"] == saved["n_users"]
+        # paired over the same users: the mean difference is the difference of the means
+        assert overall["mean_diff"] == pytest.approx(
+            at_10[model]["ndcg"] - at_10["popularity"]["ndcg"], abs=1e-9
+        )
+        # users new in the test period get the popular movies from both models
+        assert comparisons[(model, "cold", "ndcg")]["mean_diff"] == pytest.approx(0, abs=1e-12)

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pandas as pd
 
+import receval_spark
 from receval_spark.report.render import (
     ReportData,
     history_rows,
@@ -154,6 +160,30 @@ def test_page_escapes_text_and_shows_alerts_first():
     assert "**Regression alerts:**" in markdown and "<crafted>" in markdown
     assert html.count("data:image/png;base64,") >= 3  # curves, trade-off, history
     assert "<th>2026-11-01</th>" in html
+
+
+def test_the_report_leaves_the_callers_matplotlib_alone():
+    """Its figures are bare matplotlib Figures: importing the API keeps a notebook's backend
+    (an Agg switch on import blanked the plots a notebook drew after rv.evaluate), and rendering
+    leaves no figure open in pyplot."""
+    probe = (
+        "import matplotlib; matplotlib.use('svg'); import receval_spark.api; "
+        "print(matplotlib.get_backend())"
+    )
+    package_root = str(Path(receval_spark.__file__).resolve().parents[1])
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")]),
+    }
+    backend = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert backend == "svg"
+
+    open_figures = plt.get_fignums()
+    html, _ = render(data())
+    assert html.count("data:image/png;base64,") >= 3
+    assert plt.get_fignums() == open_figures
 
 
 def test_a_session_run_renders_with_percentages_and_no_comparisons():

@@ -30,14 +30,12 @@ from pyspark.sql import functions as F
 from receval_spark import __version__
 from receval_spark.alerts import regressions
 from receval_spark.cache import CachedTables, tracking_cache
-from receval_spark.config import (
-    JobConfig,
-    SessionJobConfig,
+from receval_spark.config import JobConfig, SessionJobConfig, validate_config
+from receval_spark.config_files import (
     check_output_path,
     check_sources,
     read_config_file,
     resolve_paths,
-    validate_config,
 )
 from receval_spark.errors import ConfigError, InputError
 from receval_spark.io import (

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from receval_spark.config import JobConfig, SessionJobConfig, load_config
+from receval_spark.config import JobConfig, SessionJobConfig
+from receval_spark.config_files import load_config
 from receval_spark.errors import InputError, SetupError, UserError, first_line
 from receval_spark.registry import definitions
 

@@ -15,8 +15,8 @@ from receval_spark.config import (
     LeaveLastNSplit,
     RandomModel,
     SessionJobConfig,
-    load_config,
 )
+from receval_spark.config_files import load_config
 from receval_spark.errors import ConfigError
 from receval_spark.ranking.split import to_datetime
 

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from receval_spark.cli import main
-from receval_spark.config import JobConfig, load_config, validate_config
+from receval_spark.config import JobConfig, validate_config
+from receval_spark.config_files import load_config
 from receval_spark.errors import ConfigError
 
 FUZZ = settings(

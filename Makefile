@@ -1,9 +1,9 @@
-# The two commands of the README:  make demo  and  make test
+# The two commands of the README:  make demo  and  make test  (make test-all: what CI runs)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test setup lint bench
+.PHONY: demo test test-all setup lint bench
 SCALE ?= small
 
 $(BIN)/python:
@@ -21,7 +21,15 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check .
 
+# the contributors' loop: unit tests and in-process integration on tiny data (tiers: README, Tests)
 test: setup
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -m "not slow"
+
+# everything, as .ci/run: also the real-data parity (../shared/data), the demo as users run it,
+# the standalone cluster, Spark Connect, the browser, the notebook and the fault tests
+test-all: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest

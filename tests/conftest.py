@@ -1,21 +1,24 @@
-"""One local SparkSession for the whole test run, and the shared real datasets."""
+"""Fixtures only (helpers: tests/helpers.py): one local SparkSession for the whole test run, the
+shared demo runs and real datasets, and the tiers of `make test` / `make test-all`."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import sys
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("RECEVAL_SHARED_DATA", REPO.parent / "shared" / "data"))
+from helpers import SHARED_DATA, kept_sql_conf, ml100k_external_recs, ml100k_job, run_demo
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # every Spark the tests start: loopback only
+
+# The tiers (README, Tests): `make test` runs -m "not slow", `make test-all` everything. A test
+# is slow when it carries one of SLOW_MARKERS (pyproject describes each), set with pytestmark
+# or on the test, or given here to every test that uses the fixture of FIXTURE_MARKERS.
+SLOW_MARKERS = ("shared_data", "deployment", "cluster", "connect", "fault", "browser", "notebook")
+FIXTURE_MARKERS = {"shared_data": "shared_data", "demo_runs": "deployment"}
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -25,6 +28,15 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             "or set JAVA_HOME.",
             returncode=3,
         )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for fixture, marker in FIXTURE_MARKERS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(marker)
+        if any(item.get_closest_marker(name) for name in SLOW_MARKERS):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
@@ -49,14 +61,12 @@ def spark():
 
 @pytest.fixture(scope="session")
 def demo_runs(tmp_path_factory):
-    """The demo job run three times as a user runs it (tests/demo_job.py), once per test run."""
-    from demo_job import run_demo
-
+    """The demo job run three times as users run it (helpers.run_demo), once per test run."""
     return run_demo(tmp_path_factory.mktemp("demo"))
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
+def shared_data():
     """../shared/data (or $RECEVAL_SHARED_DATA); tests using it skip with a reason when absent."""
     if not (SHARED_DATA / "ml-100k" / "u.data").exists():
         pytest.skip(
@@ -66,22 +76,25 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
-@contextlib.contextmanager
-def kept_sql_conf(spark):
-    """Put back the runtime SQL options a job run in this process sets on the shared session
-    (receval_spark.spark.DEFAULT_CONF and the configs' spark.sql.* options)."""
-    from receval_spark.spark import DEFAULT_CONF
+@pytest.fixture(scope="session")
+def ml100k_external(shared_data, tmp_path_factory):
+    """(frame, Parquet path) of the tie-rich external model on ml-100k (ml100k_external_recs)."""
+    recs = ml100k_external_recs(shared_data / "ml-100k" / "u.data")
+    path = tmp_path_factory.mktemp("ml100k-external") / "recs.parquet"
+    recs.to_parquet(path, index=False)
+    return recs, path
 
-    keys = [key for key in DEFAULT_CONF if key.startswith("spark.sql.")]
-    saved = {key: spark.conf.get(key, None) for key in keys}
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
+
+@pytest.fixture(scope="session")
+def ml100k_run(spark, shared_data, ml100k_external, tmp_path_factory):
+    """(config, Evaluation) of the one ml-100k job of the parity modules (helpers.ml100k_job),
+    run in-process through the public job API once per test run."""
+    from receval_spark import evaluate
+    from receval_spark.config import validate_config
+
+    output = tmp_path_factory.mktemp("ml100k-reports")
+    config = validate_config(ml100k_job(shared_data / "ml-100k", output, ml100k_external[1]))
+    return config, evaluate(spark, config, keep_cached=True).outcome
 
 
 @pytest.fixture
@@ -89,21 +102,3 @@ def restore_sql_conf(spark):
     """Function-scoped ``kept_sql_conf`` for tests that call the job in-process."""
     with kept_sql_conf(spark):
         yield
-
-
-def diginetica_clicks(path: Path | str) -> dict:
-    """The ``data`` block of a session job reading a DIGINETICA-layout click log at ``path``
-    (``;``-separated CSV: session_id, item_id, eventdate, timeframe)."""
-    return {
-        "clicks": {
-            "path": str(path),
-            "format": "csv",
-            "delimiter": ";",
-            "columns": {
-                "session": "session_id",
-                "item": "item_id",
-                "time": "eventdate",
-                "order": "timeframe",
-            },
-        }
-    }

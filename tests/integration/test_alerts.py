@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
-from conftest import kept_sql_conf
-from test_checks import crafted_log, job_config
+from helpers import crafted_job_config, crafted_log, kept_sql_conf
 
 from receval_spark.alerts import regressions
 from receval_spark.cli import EXIT_REGRESSED, main
@@ -80,7 +79,7 @@ def test_three_nightly_runs_with_a_drop_on_the_third(spark, tmp_path, capsys):
         [(u, 200, 1.0) for u in range(1, 5)], columns=["user_id", "item_id", "score"]
     )
     recs = tmp_path / "recs-{date}.parquet"  # a new file each night, as a nightly export
-    raw = job_config(
+    raw = crafted_job_config(
         tmp_path,
         crafted_log(reconsumed=False),
         [

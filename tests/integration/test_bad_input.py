@@ -30,8 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import diginetica_clicks, kept_sql_conf
-from demo_job import explain, run
+from helpers import TINY_SPARK_CONF, diginetica_clicks, explain, kept_sql_conf, run
 
 from receval_spark.cache import releasing_cache
 from receval_spark.cli import main
@@ -89,7 +88,7 @@ def base_config(interactions: Path, output: Path) -> dict[str, Any]:
     breaks exactly one thing."""
     return {
         "run": {"name": "bad-input-test", "date": RUN_DATE},
-        "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": 2}},
+        "spark": {"master": "local[2]", "conf": dict(TINY_SPARK_CONF)},
         "output": {"path": str(output), "per_user": True},
         "data": {
             "interactions": {
@@ -787,6 +786,7 @@ STACK_TRACE = re.compile(r"Traceback \(most recent|^\s+at [\w$.<>/]+\(|^Caused b
 
 
 @pytest.mark.integration
+@pytest.mark.deployment
 def test_no_stack_trace_on_stderr(tmp_path: Path, committed_reports: Path) -> None:
     """The CLI in its own process (and JVM) on a file Spark fails to read in a task: stderr is
     exactly the one error line (no Java or Python stack trace, and none of the JVM's or
@@ -804,6 +804,7 @@ def test_no_stack_trace_on_stderr(tmp_path: Path, committed_reports: Path) -> No
 
 
 @pytest.mark.integration
+@pytest.mark.deployment
 def test_a_bad_session_job_prints_exactly_one_stderr_line(tmp_path: Path) -> None:
     """``receval sessions`` in its own process on a click log whose time split leaves no
     train session: one ``error:`` line on stderr and nothing else, nothing written."""

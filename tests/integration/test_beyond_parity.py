@@ -8,7 +8,9 @@ MovieLens latest-small: split at 2016-01-01, popularity, random and external at 
 genres from the '|'-separated movies.csv column.
 
 The Spark side runs once per dataset through the public job API (``validate_config`` +
-``pipeline.evaluate``). The reference gets the same top-k lists, recomputed with the public
+``pipeline.evaluate``); on ml-100k it is the job this module shares with
+test_parity_ml100k.py (``ml100k_run``: helpers.ml100k_job, with the oracle and the accuracy
+metrics too, left out here). The reference gets the same top-k lists, recomputed with the public
 model and ranking functions and collected (a few hundred users x 20 items); everything else
 (catalogue, popularity, categories, Rel(u), the popularity baseline used by serendipity) it
 derives itself from the raw files. Every metric must match to 1e-9; the sampled Jaccard
@@ -18,44 +20,36 @@ personalization must match the reference evaluated on the same documented pair s
 from __future__ import annotations
 
 import datetime as dt
-import importlib
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import reference as ref
+from helpers import (
+    BEYOND_METRICS,
+    ML100K_COLUMNS,
+    ML100K_CUTOFF,
+    ML100K_ITEM_FIXED,
+    ML100K_KS,
+    PERSONALIZATION_PAIRS,
+    SEED,
+    external_score,
+    ml100k_genres,
+)
 
 pytestmark = pytest.mark.shared_data
 
-_TESTS = str(Path(__file__).resolve().parents[1])
-if _TESTS not in sys.path:
-    sys.path.insert(0, _TESTS)
-ref = importlib.import_module("reference")
 
 TOL = 1e-9
 THRESHOLD = 4.0
-PAIRS = 60  # personalization_pairs: fewer than half the users, so the sample is a real one
-SEED = 42
-BEYOND = [
-    "coverage",
-    "gini",
-    "entropy",
-    "novelty",
-    "popularity_bias",
-    "personalization",
-    "personalization_jaccard",
-    "ild_category",
-    "category_coverage",
-    "serendipity",
-]
+PAIRS = PERSONALIZATION_PAIRS  # fewer than half the users, so the sample is a real one
+BEYOND = BEYOND_METRICS
 GROUP = {"coverage", "gini", "entropy", "popularity_bias", "personalization"}
 
-ML100K_KS = (5, 10, 20)
 ML100K_MODELS = ("popularity", "random", "external")
-ML100K_CUTOFF = dt.datetime(1998, 3, 1, tzinfo=dt.UTC)
-U_DATA_COLUMNS = ["user_id", "item_id", "rating", "timestamp"]
-U_ITEM_FIXED = ["item_id", "title", "release_date", "video_release_date", "imdb_url"]
+U_DATA_COLUMNS = ML100K_COLUMNS
+U_ITEM_FIXED = ML100K_ITEM_FIXED
 
 SMALL_KS = (10,)
 SMALL_MODELS = ("popularity", "random", "external")
@@ -63,32 +57,29 @@ SMALL_CUTOFF = dt.datetime(2016, 1, 1, tzinfo=dt.UTC)
 SMALL_PAIRS = 30  # about 120 evaluated users
 
 
-def external_score(users: np.ndarray, items: np.ndarray) -> np.ndarray:
-    """Deterministic, tie-rich score in {0, 0.001, ..., 0.999}."""
-    return ((users * 7919 + items * 104729) % 1000) / 1000.0
-
-
 # --- the two sides ------------------------------------------------------------------------
 
 
 def spark_side(spark, raw: dict) -> tuple[object, pd.DataFrame]:
-    """(Evaluation, the ranked top-max(k) lists (model, user_id, item_id, rank) it scored).
-
-    The lists are recomputed with the same public functions the job uses (load, split,
-    relevance, fit_model, rank_candidates) and collected.
-    """
-    from pyspark.sql import functions as F
-
+    """(Evaluation, the ranked top-max(k) lists (model, user_id, item_id, rank) it scored)."""
     from receval_spark import evaluate
     from receval_spark.config import validate_config
+
+    config = validate_config(raw)
+    return evaluate(spark, config, keep_cached=True).outcome, ranked_lists(spark, config)
+
+
+def ranked_lists(spark, config, models=None) -> pd.DataFrame:
+    """The ranked top-max(k) lists (model, user_id, item_id, rank) a job of ``config`` scores
+    for the models named in ``models`` (None: all), recomputed with the same public functions
+    the job uses (load, split, relevance, fit_model, rank_candidates) and collected."""
+    from pyspark.sql import functions as F
+
     from receval_spark.ranking.models import fit_model
     from receval_spark.ranking.pipeline import read_inputs
     from receval_spark.ranking.relevance import relevant_items
     from receval_spark.ranking.split import split_interactions
     from receval_spark.ranking.topk import rank_candidates
-
-    config = validate_config(raw)
-    evaluation = evaluate(spark, config, keep_cached=True).outcome
 
     k = max(config.evaluation.k)
     inputs = read_inputs(spark, config)
@@ -100,6 +91,8 @@ def spark_side(spark, raw: dict) -> tuple[object, pd.DataFrame]:
     seen = history.select("user_id", "item_id").distinct()
     frames = []
     for model in config.models:
+        if models is not None and model.name not in models:
+            continue
         external = inputs.recommendations.get(model.name)
         scorer = fit_model(model, history=history, truth=truth, k=k, seen=seen, external=external)
         candidates = scorer.candidates(users)
@@ -110,7 +103,7 @@ def spark_side(spark, raw: dict) -> tuple[object, pd.DataFrame]:
         union = union.unionByName(frame)
     ranked = union.toPandas().astype({"user_id": "int64", "item_id": "int64", "rank": "int64"})
     interactions.unpersist()
-    return evaluation, ranked
+    return ranked
 
 
 def lists_table(ranked: pd.DataFrame, ks) -> pd.DataFrame:
@@ -151,11 +144,12 @@ def reference_metrics(
     return pd.concat(frames, ignore_index=True)
 
 
-def metric_rows(evaluation) -> pd.DataFrame:
+def metric_rows(evaluation, models) -> pd.DataFrame:
+    """The beyond-accuracy macro rows of segment 'all' of ``models``."""
     rows = [
         (r.model, r.metric, r.k, r.value, r.n_users, r.std)
         for r in evaluation.metrics
-        if r.segment == "all"
+        if r.segment == "all" and r.protocol == "full" and r.metric in BEYOND and r.model in models
     ]
     table = pd.DataFrame(rows, columns=["model", "metric", "k", "value", "n_users", "std"])
     return table.astype({"k": "int64", "n_users": "int64", "value": "float64", "std": "float64"})
@@ -194,8 +188,7 @@ def ml100k(shared_data: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def genres(ml100k: Path) -> list[str]:
-    lines = (ml100k / "u.genre").read_text(encoding="ISO-8859-1").splitlines()
-    return [line.split("|")[0] for line in lines if line.strip()]
+    return ml100k_genres(ml100k)
 
 
 @pytest.fixture(scope="module")
@@ -225,73 +218,15 @@ def ml100k_truth(ml100k_split) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def external_path(ml100k_split, tmp_path_factory) -> Path:
-    """Every (test user, item) pair with the deterministic score, as Parquet."""
-    (_, test), interactions = ml100k_split
-    users = np.sort(test["user_id"].unique()).astype("int64")
-    items = np.sort(interactions["item_id"].unique()).astype("int64")
-    u = np.repeat(users, len(items))
-    i = np.tile(items, len(users))
-    path = tmp_path_factory.mktemp("external") / "recs.parquet"
-    pd.DataFrame({"user_id": u, "item_id": i, "score": external_score(u, i)}).to_parquet(
-        path, index=False
-    )
-    return path
+def ml100k_side(spark, ml100k_run):
+    """(Evaluation, ranked lists of ML100K_MODELS) of the shared ml-100k job."""
+    config, evaluation = ml100k_run
+    return evaluation, ranked_lists(spark, config, models=ML100K_MODELS)
 
 
 @pytest.fixture(scope="module")
-def ml100k_run(spark, ml100k: Path, genres: list[str], external_path: Path):
-    raw = {
-        "run": {"name": "beyond-parity-ml100k"},
-        "data": {
-            "interactions": {
-                "path": str(ml100k / "u.data"),
-                "format": "csv",
-                "header": False,
-                "delimiter": "\t",
-                "column_names": U_DATA_COLUMNS,
-                "columns": {
-                    "user": "user_id",
-                    "item": "item_id",
-                    "timestamp": "timestamp",
-                    "rating": "rating",
-                },
-            },
-            "items": {
-                "path": str(ml100k / "u.item"),
-                "format": "csv",
-                "header": False,
-                "delimiter": "|",
-                "encoding": "ISO-8859-1",
-                "column_names": U_ITEM_FIXED + genres,
-                "columns": {"item": "item_id", "category": genres},
-            },
-        },
-        "split": {"method": "global_temporal", "cutoff": "1998-03-01T00:00:00Z"},
-        "relevance": {"kind": "threshold", "threshold": THRESHOLD},
-        "evaluation": {
-            "k": list(ML100K_KS),
-            "filter_seen": True,
-            "baseline": "popularity",
-            "segments": [],
-            "bootstrap_samples": 0,  # bootstrap spreads: tests/unit/test_beyond.py
-            "metrics": BEYOND,
-            "embeddings": {"source": "none"},
-            "personalization_pairs": PAIRS,
-            "seed": SEED,
-        },
-        "models": [
-            {"name": "popularity", "kind": "popularity"},
-            {"name": "random", "kind": "random", "seed": 42},
-            {"name": "external", "kind": "external", "path": str(external_path)},
-        ],
-    }
-    return spark_side(spark, raw)
-
-
-@pytest.fixture(scope="module")
-def ml100k_metrics(ml100k_run) -> pd.DataFrame:
-    return metric_rows(ml100k_run[0])
+def ml100k_metrics(ml100k_side) -> pd.DataFrame:
+    return metric_rows(ml100k_side[0], ML100K_MODELS)
 
 
 @pytest.fixture(scope="module")
@@ -302,11 +237,11 @@ def ml100k_expected(ml100k_split, ml100k_truth) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def ml100k_reference(
-    ml100k_run, ml100k_split, ml100k_truth, ml100k_categories, ml100k_expected
+    ml100k_side, ml100k_split, ml100k_truth, ml100k_categories, ml100k_expected
 ) -> pd.DataFrame:
     (train, _), _ = ml100k_split
     return reference_metrics(
-        ml100k_run[1],
+        ml100k_side[1],
         models=ML100K_MODELS,
         ks=ML100K_KS,
         train=train,
@@ -317,19 +252,19 @@ def ml100k_reference(
     )
 
 
-def test_ml100k_lists_are_those_of_the_evaluated_users(ml100k_run, ml100k_truth):
-    ranked = ml100k_run[1]
+def test_ml100k_lists_are_those_of_the_evaluated_users(ml100k_side, ml100k_truth):
+    ranked = ml100k_side[1]
     evaluated = set(ml100k_truth["user_id"])
     for model in ML100K_MODELS:
         lists = ranked[ranked["model"] == model]
         assert set(lists["user_id"]) <= evaluated
         assert (lists.groupby("user_id").size() == max(ML100K_KS)).all(), model
-    assert ml100k_run[0].n_users_evaluated == len(evaluated)
+    assert ml100k_side[0].n_users_evaluated == len(evaluated)
 
 
-def test_ml100k_popularity_lists_equal_the_reference_popularity_model(ml100k_run, ml100k_expected):
+def test_ml100k_popularity_lists_equal_the_reference_popularity_model(ml100k_side, ml100k_expected):
     """The baseline the reference uses for serendipity is the job's popularity model."""
-    ranked = ml100k_run[1]
+    ranked = ml100k_side[1]
     spark_lists = lists_table(ranked[ranked["model"] == "popularity"], ML100K_KS)
     key = ["user_id", "k", "item_id"]
     pd.testing.assert_frame_equal(
@@ -338,12 +273,12 @@ def test_ml100k_popularity_lists_equal_the_reference_popularity_model(ml100k_run
     )
 
 
-def test_ml100k_external_lists_reach_outside_the_catalogue(ml100k_run, ml100k_split):
+def test_ml100k_external_lists_reach_outside_the_catalogue(ml100k_side, ml100k_split):
     """Items first rated after the cut-off are recommended by the external model, so the
     parity covers list items outside I (not counted in coverage / gini / entropy, p floored
     in novelty, 0 train interactions in popularity_bias)."""
     (train, _), _ = ml100k_split
-    ranked = ml100k_run[1]
+    ranked = ml100k_side[1]
     external = ranked[ranked["model"] == "external"]
     outside = ~external["item_id"].isin(set(train["item_id"]))
     assert outside.sum() > 0
@@ -364,12 +299,12 @@ def test_ml100k_beyond_metrics_match_reference(model, ml100k_metrics, ml100k_ref
     assert_parity(ml100k_metrics, ml100k_reference, model)
 
 
-def test_ml100k_jaccard_is_a_distance_on_a_real_sample(ml100k_metrics, ml100k_run):
+def test_ml100k_jaccard_is_a_distance_on_a_real_sample(ml100k_metrics, ml100k_side):
     jaccard = ml100k_metrics[ml100k_metrics["metric"] == "personalization_jaccard"]
     assert ((jaccard["value"] >= 0) & (jaccard["value"] <= 1)).all()
     ci = [
         (r.ci_low, r.ci_high)
-        for r in ml100k_run[0].metrics
+        for r in ml100k_side[0].metrics
         if r.metric == "personalization_jaccard"
     ]
     assert all(low is not None and low <= high for low, high in ci)
@@ -501,7 +436,7 @@ def test_ml_latest_small_beyond_metrics_match_reference(
         expected=expected,
         pairs=SMALL_PAIRS,
     )
-    spark_metrics = metric_rows(evaluation)
+    spark_metrics = metric_rows(evaluation, SMALL_MODELS)
     print("\nml-latest-small @10\n" + k10_summary(spark_metrics, SMALL_MODELS))
     for model in SMALL_MODELS:
         assert_parity(spark_metrics, reference, model)

@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import yaml
+from helpers import at, crafted_job_config, crafted_log
 from pyspark.sql import functions as F
 
 from receval_spark import evaluate
@@ -30,57 +28,7 @@ from receval_spark.ranking.split import Split
 from receval_spark.ranking.topk import rank_candidates
 from receval_spark.results import MetricRow
 
-T0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
-DAY = 86_400
 LOG = "user_id int, item_id int, timestamp timestamp, rating double"
-
-
-def at(day: float) -> dt.datetime:
-    return T0 + dt.timedelta(days=day)
-
-
-def crafted_log(*, reconsumed: bool) -> pd.DataFrame:
-    """Users 1-4: 3 train interactions (days 0-2) and one relevant test item (day 5);
-    users 5, 6: only a test interaction (cold). With ``reconsumed``, user 1's test item is
-    one they already rated in train (re-consumption)."""
-    rows = []
-    for user in range(1, 5):
-        rows += [(user, 10 * user + j, int(T0.timestamp()) + j * DAY, 3.0) for j in range(3)]
-        test_item = 10 * user if (reconsumed and user == 1) else 100 + user
-        rows.append((user, test_item, int(T0.timestamp()) + 5 * DAY, 5.0))
-    rows += [(user, 100 + user, int(T0.timestamp()) + 6 * DAY, 5.0) for user in (5, 6)]
-    return pd.DataFrame(rows, columns=["user_id", "item_id", "timestamp", "rating"])
-
-
-def job_config(tmp: Path, log: pd.DataFrame, models: list[dict[str, Any]]) -> dict[str, Any]:
-    path = tmp / "log.parquet"
-    log.to_parquet(path, index=False)
-    return {
-        "run": {"name": "checks", "date": "2024-02-01"},
-        "spark": {"master": "local[2]"},
-        "output": {"path": str(tmp / "reports")},
-        "data": {
-            "interactions": {
-                "path": str(path),
-                "columns": {
-                    "user": "user_id",
-                    "item": "item_id",
-                    "timestamp": "timestamp",
-                    "rating": "rating",
-                },
-            }
-        },
-        "split": {"method": "global_temporal", "cutoff": at(4).isoformat()},
-        "relevance": {"kind": "threshold", "threshold": 4.0},
-        "evaluation": {
-            "k": [2],
-            "min_users": 0,
-            "segments": ["warm", "cold"],
-            "metrics": ["ndcg", "recall"],
-            "bootstrap_samples": 0,
-        },
-        "models": models,
-    }
 
 
 def temporal_split(train, test, validation=None, *, validation_cutoff=None):
@@ -200,7 +148,7 @@ def test_same_users_check_compares_each_models_users_with_the_evaluated_users(sp
 
 
 def test_warnings_for_leaky_splits_few_users_and_sampled_metrics(tmp_path):
-    raw = job_config(
+    raw = crafted_job_config(
         tmp_path, crafted_log(reconsumed=False), [{"name": "popularity", "kind": "popularity"}]
     )
     raw["split"] = {"method": "user_random", "fraction": 0.2}
@@ -224,7 +172,7 @@ def test_warnings_for_leaky_splits_few_users_and_sampled_metrics(tmp_path):
     assert (
         run_warnings(
             validate_config(
-                job_config(
+                crafted_job_config(
                     tmp_path,
                     crafted_log(reconsumed=False),
                     [{"name": "popularity", "kind": "popularity"}],
@@ -240,7 +188,7 @@ def test_warnings_for_leaky_splits_few_users_and_sampled_metrics(tmp_path):
 def test_reconsumed_test_items_fail_the_heldout_check_and_the_job_exits_1(
     spark, tmp_path, capsys, restore_sql_conf
 ):
-    raw = job_config(
+    raw = crafted_job_config(
         tmp_path, crafted_log(reconsumed=True), [{"name": "popularity", "kind": "popularity"}]
     )
     config_path = tmp_path / "job.yaml"
@@ -269,7 +217,7 @@ def test_a_model_without_rows_for_cold_users_scores_zero_there(spark, tmp_path):
     ]
 
     evaluation = evaluate(
-        spark, job_config(tmp_path, crafted_log(reconsumed=False), models)
+        spark, crafted_job_config(tmp_path, crafted_log(reconsumed=False), models)
     ).outcome
 
     cold = {
@@ -288,12 +236,12 @@ def test_peer_definitions_report_their_four_metrics_and_recommenders_drops_users
     inner join), so the same-users check is replaced by a warning."""
     models = [
         {"name": "popularity", "kind": "popularity"},
-        {"name": "als", "kind": "als", "rank": 2, "max_iter": 5, "fallback": "none"},
+        {"name": "als", "kind": "als", "rank": 2, "max_iter": 1, "fallback": "none"},
     ]
     counts = {}
     for definitions in ("spark_mllib", "recommenders"):
         (tmp_path / definitions).mkdir()
-        raw = job_config(tmp_path / definitions, crafted_log(reconsumed=False), models)
+        raw = crafted_job_config(tmp_path / definitions, crafted_log(reconsumed=False), models)
         raw["evaluation"] |= {"definitions": definitions, "metrics": ["ndcg", "map", "mrr"]}
         evaluation = evaluate(spark, raw, keep_cached=True).outcome
         rows = [r for r in evaluation.metrics if r.segment == "all"]
@@ -326,7 +274,7 @@ def test_external_user_ids_that_are_not_the_logs_fail_list_coverage_or_warn(
         recommendations("partly", shifted=range(3, 7)),
     ]
     config_path = tmp_path / "job.yaml"
-    raw = job_config(tmp_path, crafted_log(reconsumed=False), models)
+    raw = crafted_job_config(tmp_path, crafted_log(reconsumed=False), models)
     config_path.write_text(yaml.safe_dump(raw), encoding="utf-8")
 
     status = main(["evaluate", "--config", str(config_path)])
@@ -360,7 +308,9 @@ def test_external_user_ids_that_are_not_the_logs_fail_list_coverage_or_warn(
 
 def test_list_coverage_warns_below_the_configured_share_and_fails_at_none(tmp_path):
     config = validate_config(
-        job_config(tmp_path, crafted_log(reconsumed=False), [{"name": "als", "kind": "als"}])
+        crafted_job_config(
+            tmp_path, crafted_log(reconsumed=False), [{"name": "als", "kind": "als"}]
+        )
         | {"evaluation": {"min_list_coverage": 0.9, "min_users": 0, "baseline": None}}
     )
 

@@ -1,25 +1,35 @@
 """The job as users run it: ``receval``, ``python -m receval_spark`` and ``spark-submit``, each
 in its own process (and JVM), against the report contract of CONTRACT.md.
 
-Subprocess runs are slow, so the demo runs happen once per module (``demo_runs``) and the tests
-inspect what they left behind.
+Subprocess runs are slow, so the demo runs happen once per test run (``demo_runs``: python -m,
+receval, then spark-submit re-running receval's date) and the tests inspect what they left
+behind; the shipped demo with its candidate models runs once, in its own test.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from pathlib import Path
 
 import pandas as pd
 import pyspark
 import pytest
-from conftest import kept_sql_conf
-from demo_job import DATE_A, DATE_M, VENV_BIN, DemoRuns, explain, run, snapshot
+from helpers import (
+    DATE_A,
+    DATE_M,
+    DEPLOYMENT_SETTINGS,
+    VENV_BIN,
+    DemoRuns,
+    explain,
+    kept_sql_conf,
+    metric_values,
+    read,
+    run,
+    snapshot,
+)
 
-from receval_spark.cli import main
 from receval_spark.ranking.pipeline import JOB_STAGES
 
 pytestmark = pytest.mark.integration
@@ -64,29 +74,9 @@ PER_USER_TYPES = [
 ]
 
 
-def read(spark, output: Path, dataset: str, date: str):
-    return spark.read.parquet(f"{output.as_uri()}/{dataset}/run_date={date}")
-
-
 def run_ids(spark, output: Path, dataset: str, date: str) -> set[str]:
     df = read(spark, output, dataset, date).select("run_id").distinct()
     return {r.run_id for r in df.collect()}
-
-
-def metric_values(spark, output: Path, date: str, model: str | None = None) -> dict:
-    """(model, segment, protocol, metric, k) -> (value, n_users, std, ci_low, ci_high)."""
-    rows = read(spark, output, "metrics", date).collect()
-    return {
-        (r.model, r.segment, r.protocol, r.metric, r.k): (
-            r.value,
-            r.n_users,
-            r.std,
-            r.ci_low,
-            r.ci_high,
-        )
-        for r in rows
-        if model is None or r.model == model
-    }
 
 
 def assert_same_metrics(left: dict, right: dict) -> None:
@@ -255,70 +245,38 @@ def report_rows(spark, output: Path, dataset: str, date: str) -> list[tuple]:
 
 
 def test_cli_api_and_spark_submit_write_bit_identical_reports(
-    spark, shared_data: Path, tmp_path: Path
+    spark, demo_runs: DemoRuns, tmp_path: Path
 ) -> None:
-    """The same inputs through spark-submit (jobs/evaluate.py), the CLI in this process, and the
-    Python API on a DataFrame of the same file give the same rows, bit for bit, in every
-    dataset (metrics, comparisons, long_tail, per_user, runs)."""
-    import yaml
-
+    """The demo's DATE_A through ``receval evaluate``, through ``spark-submit --master local[2]
+    jobs/evaluate.py`` (the re-run), and through the Python API on DataFrames of the same CSV
+    files in this process give the same rows, bit for bit, in every dataset."""
     import receval_spark as rv
+    from receval_spark.config_files import read_config_file
 
-    u_data = shared_data / "ml-100k" / "u.data"
-    spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
-    outputs = {name: tmp_path / name for name in ("submitted", "in_process", "api")}
-    date = "2026-01-05"
-    overrides = {
-        "data.interactions.path": str(u_data),
-        "run.date": date,
-        "evaluation.embeddings.source": "none",
-        "output.per_user": "true",
-    }
-    common = ["--config", "conf/movielens-100k.yaml"]
-    common += [arg for key, value in overrides.items() for arg in ("--set", f"{key}={value}")]
-    proc = run(
-        [
-            str(spark_submit),
-            "--master",
-            "local[2]",
-            "--conf",
-            "spark.ui.enabled=false",
-            "jobs/evaluate.py",
-            *common,
-            "--set",
-            f"output.path={outputs['submitted']}",
-        ]
-    )
+    proc = demo_runs.again
     assert proc.returncode == 0, explain(proc)
-    assert f"({date})" in proc.stdout, proc.stdout
+    assert f"({DATE_A})" in proc.stdout, proc.stdout
+    assert demo_runs.first.returncode == 0, explain(demo_runs.first)
+    (record,) = read(spark, demo_runs.output, "runs", DATE_A).collect()
+    assert record.status == "succeeded", record.checks
 
-    cwd = Path.cwd()
-    os.chdir(REPO)  # the config path is relative to the repository, as for spark-submit
-    try:
-        with kept_sql_conf(spark):
-            status = main(["evaluate", *common, "--set", f"output.path={outputs['in_process']}"])
-    finally:
-        os.chdir(cwd)
-    assert status == 0
-
-    config = yaml.safe_load((REPO / "conf" / "movielens-100k.yaml").read_text())
-    config["run"]["date"] = date
-    config["evaluation"]["embeddings"] = {"source": "none"}
-    del config["data"]["interactions"]["path"]  # given as a DataFrame below
-    interactions = spark.read.csv(str(u_data), sep="\t", inferSchema=True).toDF(
-        "user_id", "item_id", "rating", "timestamp"
-    )
-    with rv.evaluate(spark, config, interactions=interactions, keep_cached=True) as result:
-        commit = rv.write_reports(result, str(outputs["api"]), per_user=True)
-    assert commit.status == "succeeded"
+    overrides = [value for value in DEPLOYMENT_SETTINGS if value != "--set"]
+    config = read_config_file(REPO / "conf" / "demo.yaml", [*overrides, f"run.date={DATE_A}"])
+    frames = {
+        name: spark.read.csv(config["data"][name].pop("path"), header=True, inferSchema=True)
+        for name in ("interactions", "items")
+    }
+    with kept_sql_conf(spark), rv.evaluate(spark, config, **frames, keep_cached=True) as result:
+        api = tmp_path / "api"
+        assert rv.write_reports(result, str(api)).status == "succeeded"
 
     for dataset in ("metrics", "comparisons", "long_tail", "per_user", "runs"):
-        submitted, in_process, api = (
-            report_rows(spark, output, dataset, date) for output in outputs.values()
-        )
-        assert submitted, dataset
-        assert submitted == in_process, dataset
-        assert submitted == api, dataset
+        receval = report_rows(spark, demo_runs.after_first, dataset, DATE_A)
+        assert receval, dataset
+        assert report_rows(spark, demo_runs.output, dataset, DATE_A) == receval, dataset
+        assert report_rows(spark, api, dataset, DATE_A) == receval, dataset
+    models = {row[0] for row in report_rows(spark, api, "metrics", DATE_A)}
+    assert models == {"popularity", "random", "oracle"}
 
 
 def test_report_renders_the_demo_run_from_parquet_alone(demo_runs: DemoRuns, tmp_path) -> None:
@@ -396,6 +354,7 @@ def test_long_tail_dataset_adds_up_to_the_catalogue_and_the_lists(demo_runs: Dem
             assert group.recommendations.sum() == k * n_users
 
 
+@pytest.mark.deployment
 def test_the_shipped_demo_evaluates_the_candidate_models_as_configured(tmp_path: Path) -> None:
     """conf/demo.yaml exactly as `make demo` runs it: ALS (a grid tuned on the validation
     period) and item-kNN next to popularity and random, full and sampled_100 rows apart, the

@@ -6,8 +6,8 @@ two workers with one core and 1 GB each, all on 127.0.0.1, in their own process 
 by process group in the fixture's teardown whatever happens. The reference is the same config run
 by ``receval evaluate`` in local mode (the session's shared ``demo_runs``: local[*] on a 2-core
 machine, shuffle partitions 4 as in conf/demo.yaml). Compared with it: local[1] with 1 shuffle
-partition and a 512 MB driver; the cluster with 32 shuffle partitions; the cluster with 4 and a
-worker killed mid-job.
+partition and a 512 MB driver (the ``python -m`` run of ``demo_runs``); the cluster with 32
+shuffle partitions; the cluster with 4 and a worker killed mid-job.
 
 What "the same metrics" means: the same rows with bit-for-bit equal values, n_users, std and
 interval bounds. Every sum of doubles in the job is order-independent
@@ -46,7 +46,6 @@ How the package reaches the cluster, and what the executors need
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -66,8 +65,16 @@ from typing import TypeVar
 import pyarrow.parquet as pq
 import pyspark
 import pytest
-from demo_job import DATE_A, DEPLOYMENT_SETTINGS, DemoRuns, same_value
-from demo_job import explain as demo_explain
+from helpers import (
+    DATE_A,
+    DATE_M,
+    DEPLOYMENT_SETTINGS,
+    DemoRuns,
+    group_members,
+    same_value,
+    stop_group,
+)
+from helpers import explain as demo_explain
 
 pytestmark = pytest.mark.integration
 
@@ -96,9 +103,9 @@ Metrics = dict[tuple, tuple]
 # metrics
 
 
-def read_metrics(output: Path) -> Metrics:
+def read_metrics(output: Path, date: str = DATE) -> Metrics:
     """(model, segment, protocol, metric, k) -> (value, n_users, std, ci_low, ci_high)."""
-    rows = pq.read_table(output / "metrics" / f"run_date={DATE}").to_pylist()
+    rows = pq.read_table(output / "metrics" / f"run_date={date}").to_pylist()
     return {
         (r["model"], r["segment"], r["protocol"], r["metric"], r["k"]): (
             r["value"],
@@ -135,37 +142,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def stop_group(proc: subprocess.Popen) -> None:
-    """Stop a process started with start_new_session=True and everything in its process group
-    (a worker's executors and their Python workers): SIGTERM, then SIGKILL."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(20)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)  # members left behind by a leader that exited
-
-
-def group_members(pgid: int) -> dict[int, str]:
-    """pid -> command line of the live processes in process group ``pgid``."""
-    members = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if os.getpgid(int(entry.name)) != pgid:
-                continue
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except (OSError, ProcessLookupError):
-            continue
-        members[int(entry.name)] = cmdline
-    return members
 
 
 def wait_until(
@@ -466,80 +442,6 @@ def local_metrics(demo_runs: DemoRuns) -> Metrics:
     return read_metrics(demo_runs.after_first)
 
 
-@dataclass
-class SmallRun:
-    returncode: int
-    stdout: str
-    stderr: str
-    output: Path
-    jvm: list[str] | None  # the driver JVM's command line
-    seconds: float
-
-
-@pytest.fixture(scope="module")
-def small_local_run(tmp_path_factory) -> SmallRun:
-    """``receval evaluate`` on local[1] with one shuffle partition and
-    ``spark.conf.spark.driver.memory: 512m``, in its own process group; the command line of
-    the driver JVM PySpark starts is read from /proc."""
-    root = tmp_path_factory.mktemp("local1")
-    env = job_env()
-    env.update(PYSPARK_PYTHON=PYTHON, PYSPARK_DRIVER_PYTHON=PYTHON)
-    out, err = root / "stdout.txt", root / "stderr.txt"
-    started = time.monotonic()
-    with out.open("w") as stdout, err.open("w") as stderr:
-        proc = subprocess.Popen(
-            [
-                str(Path(PYTHON).parent / "receval"),
-                "evaluate",
-                "--config",
-                str(CONFIG),
-                *COMMON,
-                "--set",
-                f"output.path={root / 'reports'}",
-                "--set",
-                "spark.master=local[1]",
-                "--set",
-                "spark.conf.spark.driver.memory=512m",
-                "--set",
-                "spark.conf.spark.sql.shuffle.partitions=1",
-            ],
-            cwd=root,
-            env=env,
-            stdout=stdout,
-            stderr=stderr,
-            start_new_session=True,
-        )
-    jvm = None
-    try:
-        deadline = time.monotonic() + JOB_TIMEOUT
-        while proc.poll() is None and time.monotonic() < deadline:
-            if jvm is None:  # spark-class (bash) runs the launcher (java), then execs the JVM
-                jvm = next(
-                    (
-                        c
-                        for c in (c.split() for c in group_members(proc.pid).values())
-                        if c  # a zombie has an empty command line
-                        and c[0].endswith("java")
-                        and "org.apache.spark.deploy.SparkSubmit" in c
-                        and "org.apache.spark.launcher.Main" not in c
-                    ),
-                    None,
-                )
-            time.sleep(1)
-        returncode = proc.poll()
-    finally:
-        stop_group(proc)
-    assert returncode is not None, f"the local[1] run took longer than {JOB_TIMEOUT} s"
-    return SmallRun(
-        returncode,
-        out.read_text(),
-        err.read_text(),
-        root / "reports",
-        jvm,
-        time.monotonic() - started,
-    )
-
-
 def explain(returncode: int | None, out: str, err: str) -> str:
     return f"exit {returncode}\nstdout:\n{out[-3000:]}\nstderr:\n{err[-8000:]}"
 
@@ -577,37 +479,34 @@ def test_the_package_folder_imports_and_renders_from_a_zip(tmp_path: Path) -> No
 
 
 def test_local_1_with_one_shuffle_partition_gives_the_same_metrics(
-    local_metrics: Metrics, small_local_run: SmallRun
+    local_metrics: Metrics, demo_runs: DemoRuns
 ) -> None:
     """local[1] with 1 shuffle partition against local[2] with 4: the same metrics, bit for bit,
     including the seeded random model and the Poisson-bootstrap intervals (bootstrap_samples
     100, the default). The cluster run below uses 32 shuffle partitions."""
-    assert small_local_run.returncode == 0, explain(
-        small_local_run.returncode, small_local_run.stdout, small_local_run.stderr
-    )
+    assert demo_runs.by_module.returncode == 0, demo_explain(demo_runs.by_module)
     bootstrapped = [k for k, row in local_metrics.items() if k[3] == "coverage" and row[3]]
     assert bootstrapped, "expected bootstrap intervals for coverage"
     assert any(key[0] == "random" for key in local_metrics)
     summary = assert_same_metrics(
         local_metrics,
-        read_metrics(small_local_run.output),
+        read_metrics(demo_runs.after_first, DATE_M),
         "local[1], 1 shuffle partition vs local[2], 4",
     )
     print(f"\n{summary}")
 
 
-def test_the_job_runs_with_a_512_mb_driver(small_local_run: SmallRun) -> None:
+def test_the_job_runs_with_a_512_mb_driver(demo_runs: DemoRuns) -> None:
     """``spark.conf.spark.driver.memory: 512m`` (here with --set) sizes the driver heap of a
     job that starts its own local Spark: the job applies it before PySpark launches the JVM,
     whose command line carries -Xmx512m. (Under spark-submit the driver JVM is already running
     when the job reads its config; there only ``spark-submit --driver-memory 512m`` works.)"""
-    run = small_local_run
-    assert run.returncode == 0, explain(run.returncode, run.stdout, run.stderr)
-    assert f"({DATE})" in run.stdout, run.stdout
-    assert run.jvm is not None, "the driver JVM was not seen"
-    assert "org.apache.spark.deploy.SparkSubmit" in run.jvm, run.jvm
-    assert [arg for arg in run.jvm if arg.startswith("-Xmx")] == ["-Xmx512m"], run.jvm
-    print(f"\nlocal[1] with a 512 MB driver heap: {run.seconds:.0f} s")
+    run, jvm = demo_runs.by_module, demo_runs.by_module_jvm
+    assert run.returncode == 0, demo_explain(run)
+    assert f"({DATE_M})" in run.stdout, run.stdout
+    assert jvm is not None, "the driver JVM was not seen"
+    assert "org.apache.spark.deploy.SparkSubmit" in jvm, jvm
+    assert [arg for arg in jvm if arg.startswith("-Xmx")] == ["-Xmx512m"], jvm
 
 
 @pytest.mark.cluster

@@ -21,12 +21,21 @@ from pathlib import Path
 
 import pyspark
 import pytest
-from demo_job import DATE_A, DEPLOYMENT_SETTINGS, VENV_BIN, DemoRuns, explain, job_env, same_value
-from test_cli_end_to_end import metric_values, read
+from helpers import (
+    DATE_A,
+    DEPLOYMENT_SETTINGS,
+    REPO,
+    VENV_BIN,
+    DemoRuns,
+    explain,
+    job_env,
+    metric_values,
+    read,
+    same_value,
+)
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.connect]
 
-REPO = Path(__file__).resolve().parents[2]
 PYSPARK_HOME = Path(pyspark.__file__).resolve().parent
 SERVER_START_TIMEOUT = 600  # seconds until the gRPC port accepts connections (busy machines)
 CLIENT_TIMEOUT = 1800  # the whole demo job through the server

@@ -20,13 +20,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import REPO, kept_sql_conf
-from demo_job import job_env
-from test_checks import crafted_log, job_config
+from helpers import REPO, crafted_job_config, crafted_log, job_env, kept_sql_conf
 
 from receval_spark.cli import main
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.fault]
 
 DATES = ("2024-02-01", "2024-02-02", "2024-02-03")
 KILLED = DATES[1]
@@ -79,7 +77,7 @@ def kill_during_staging(config: Path, output: Path, *, timeout: float = 600) -> 
 
 
 def test_driver_killed_while_writing_reports_loses_nothing(spark, tmp_path) -> None:
-    raw = job_config(
+    raw = crafted_job_config(
         tmp_path, crafted_log(reconsumed=False), [{"name": "popularity", "kind": "popularity"}]
     )
     raw["spark"]["conf"] = {"spark.sql.shuffle.partitions": 2, "spark.ui.enabled": False}

@@ -12,8 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import kept_sql_conf
-from test_checks import crafted_log, job_config
+from helpers import crafted_job_config, crafted_log, kept_sql_conf
 
 from receval_spark.cli import EXIT_REGRESSED, main
 
@@ -23,7 +22,7 @@ pytest.importorskip("ipykernel", reason="ipykernel missing: pip install -e '.[te
 from jupyter_client.kernelspec import KernelSpecManager  # noqa: E402 (after the skips)
 from jupyter_client.manager import KernelManager  # noqa: E402
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.notebook]
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = REPO / "notebooks" / "explore_reports.ipynb"
@@ -45,14 +44,11 @@ def nightly_reports(spark, tmp: Path) -> Path:
         [r for u in users for r in [(u, 100 + u, 1.0), (u, other[u], 0.5)]], columns=columns
     )
     bad = pd.DataFrame([r for u in users for r in [(u, 200, 1.0), (u, 20, 0.5)]], columns=columns)
-    raw = job_config(
+    raw = crafted_job_config(
         tmp,
         crafted_log(reconsumed=False),
         [{"name": "popularity", "kind": "popularity"}, {"name": "ext", "kind": "external"}],
     )
-    # Tiny input: one shuffle partition and no AQE re-planning halve the Spark jobs of a run
-    # (both keys are restored by kept_sql_conf).
-    raw["spark"]["conf"] = {"spark.sql.shuffle.partitions": 1, "spark.sql.adaptive.enabled": False}
     raw["evaluation"].update(
         k=[2, 10],
         metrics=["ndcg", "coverage"],

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import kept_sql_conf
+from helpers import TINY_SPARK_CONF, kept_sql_conf
 
 from receval_spark.cli import main
 
@@ -87,7 +87,7 @@ def job_config(folder: Path, output: Path, date: str) -> dict[str, Any]:
     external = {"kind": "external", "format": "parquet"}
     return {
         "run": {"name": "off-policy-test", "date": date},
-        "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": 2}},
+        "spark": {"master": "local[2]", "conf": dict(TINY_SPARK_CONF)},
         "output": {"path": str(output)},
         "data": {
             "interactions": {"path": str(folder / "interactions.parquet")},

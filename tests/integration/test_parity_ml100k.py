@@ -2,8 +2,10 @@
 
 Setup: global temporal split at 1998-03-01T00:00:00Z, relevance rating >= 4, k = 5, 10, 20,
 filter_seen on. Models: popularity, oracle, and an "external" model with a deterministic,
-tie-rich score read from Parquet. The Spark side runs once per module through the public job
-API (``validate_config`` + ``pipeline.evaluate``); every macro average, its n_users and
+tie-rich score read from Parquet. The Spark side is the ml-100k job this module shares with
+test_beyond_parity.py (``ml100k_run``: helpers.ml100k_job, run once per test run through the
+public job API, ``validate_config`` + ``pipeline.evaluate``; it also has a random model and
+the beyond-accuracy metrics, left out here); every accuracy macro average, its n_users and
 sample std, and every per-user value must match the reference to 1e-9.
 
 A second, lighter run (popularity and oracle) uses graded relevance at the same threshold
@@ -13,39 +15,29 @@ NDCG, and every binary metric must equal the threshold run's exactly.
 
 from __future__ import annotations
 
-import datetime as dt
-import importlib
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import reference as ref
+from helpers import ML100K_COLUMNS, ML100K_CUTOFF, external_score, ml100k_interactions
 
 from receval_spark.ranking.pipeline import JOB_STAGES
 
 pytestmark = pytest.mark.shared_data
 
-_TESTS = str(Path(__file__).resolve().parents[1])
-if _TESTS not in sys.path:
-    sys.path.insert(0, _TESTS)
-ref = importlib.import_module("reference")
 
 KS = (5, 10, 20)
-CUTOFF = dt.datetime(1998, 3, 1, tzinfo=dt.UTC)
+CUTOFF = ML100K_CUTOFF
 THRESHOLD = 4.0
 TOL = 1e-9
 MODELS = ("popularity", "oracle", "external")
 ORACLE_PERFECT = ("ndcg", "map", "mrr", "hit_rate")
-COLUMNS = ["user_id", "item_id", "rating", "timestamp"]
+COLUMNS = ML100K_COLUMNS
 
 
-def external_score(users: np.ndarray, items: np.ndarray) -> np.ndarray:
-    """Deterministic score in {0, 0.001, ..., 0.999}: items i and i + 1000 always tie."""
-    return ((users * 7919 + items * 104729) % 1000) / 1000.0
-
-
-# --- module fixtures: the data, the reference results, one Spark evaluation ----------------
+# --- module fixtures: the data, the reference results; the shared Spark evaluation ---------
 
 
 @pytest.fixture(scope="module")
@@ -69,22 +61,10 @@ def truth(split) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def external_recs(interactions: pd.DataFrame, split) -> pd.DataFrame:
-    """Every (test user, catalogue item) pair with the deterministic score."""
-    test_users = np.sort(split[1]["user_id"].unique()).astype("int64")
-    items = np.sort(interactions["item_id"].unique()).astype("int64")
-    users = np.repeat(test_users, len(items))
-    all_items = np.tile(items, len(test_users))
-    return pd.DataFrame(
-        {"user_id": users, "item_id": all_items, "score": external_score(users, all_items)}
-    )
-
-
-@pytest.fixture(scope="module")
-def external_path(external_recs: pd.DataFrame, tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("external") / "recs.parquet"
-    external_recs.to_parquet(path, index=False)
-    return path
+def external_recs(ml100k_external) -> pd.DataFrame:
+    """Every (test user, catalogue item) pair with the deterministic score (the Parquet file
+    of the shared job's ``external`` model)."""
+    return ml100k_external[0]
 
 
 @pytest.fixture(scope="module")
@@ -104,25 +84,12 @@ def reference_results(split, truth, external_recs) -> dict[str, tuple[pd.DataFra
 
 
 def job_config(u_data: Path, output: Path, *, relevance: dict, models: list[dict]) -> dict:
-    """The parity job on u.data: accuracy metrics only, segment 'all', per-user rows kept."""
+    """The graded parity job on u.data: accuracy metrics only, segment 'all', per-user rows
+    kept."""
     return {
-        "run": {"name": "parity-ml100k"},
+        "run": {"name": "parity-ml100k-graded"},
         "output": {"path": str(output), "per_user": True},
-        "data": {
-            "interactions": {
-                "path": str(u_data),
-                "format": "csv",
-                "header": False,
-                "delimiter": "\t",
-                "column_names": COLUMNS,
-                "columns": {
-                    "user": "user_id",
-                    "item": "item_id",
-                    "timestamp": "timestamp",
-                    "rating": "rating",
-                },
-            }
-        },
+        "data": {"interactions": ml100k_interactions(u_data)},
         "split": {"method": "global_temporal", "cutoff": "1998-03-01T00:00:00Z"},
         "relevance": relevance,
         "evaluation": {
@@ -138,28 +105,17 @@ def job_config(u_data: Path, output: Path, *, relevance: dict, models: list[dict
 
 
 @pytest.fixture(scope="module")
-def evaluation(u_data: Path, external_path: Path, tmp_path_factory, spark):
-    from receval_spark import evaluate
-
-    raw = job_config(
-        u_data,
-        tmp_path_factory.mktemp("reports"),
-        relevance={"kind": "threshold", "threshold": THRESHOLD},
-        models=[
-            {"name": "popularity", "kind": "popularity"},
-            {"name": "oracle", "kind": "oracle"},
-            {"name": "external", "kind": "external", "path": str(external_path)},
-        ],
-    )
-    return evaluate(spark, raw, keep_cached=True).outcome
+def evaluation(ml100k_run):
+    """The shared ml-100k job (threshold relevance): popularity, random, oracle, external."""
+    return ml100k_run[1]
 
 
 def macro_table(evaluation) -> pd.DataFrame:
-    """Macro averages of segment 'all': model, metric, k, value, n_users, std."""
+    """Accuracy macro averages of segment 'all': model, metric, k, value, n_users, std."""
     rows = [
         (r.model, r.metric, r.k, r.value, r.n_users, r.std)
         for r in evaluation.metrics
-        if r.segment == "all"
+        if r.segment == "all" and r.protocol == "full" and r.metric in ref.METRICS
     ]
     return pd.DataFrame(rows, columns=["model", "metric", "k", "value", "n_users", "std"])
 
@@ -171,12 +127,12 @@ def spark_metrics(evaluation) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def spark_per_user(evaluation) -> pd.DataFrame:
-    """Per-user rows of segment 'all': model, user_id, k, metric, value."""
+    """Per-user accuracy rows of segment 'all': model, user_id, k, metric, value."""
     from pyspark.sql import functions as F
 
-    table = evaluation.per_user.filter(F.col("segment") == "all").select(
-        "model", "user_id", "k", "metric", "value"
-    )
+    table = evaluation.per_user.filter(
+        (F.col("segment") == "all") & F.col("metric").isin(*ref.METRICS)
+    ).select("model", "user_id", "k", "metric", "value")
     return table.toPandas()
 
 

@@ -36,12 +36,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO
-from demo_job import DATE_A
+from helpers import DATE_A, REPO
 
 from receval_spark.cli import main
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
 ARTEFACT = REPO / "test-artifacts" / "report-screenshot.png"
 WIDTH, HEIGHT = 1280, 1000  # the viewport; the screenshot spans the whole page

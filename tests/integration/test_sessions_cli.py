@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import diginetica_clicks, kept_sql_conf
+from helpers import TINY_SPARK_CONF, diginetica_clicks, kept_sql_conf
 
 from receval_spark.cli import main
 
@@ -29,7 +29,7 @@ def click_log(path: Path) -> Path:
 def config(tmp: Path, **changes) -> Path:
     raw = {
         "run": {"name": "sessions-cli", "date": "2024-02-01"},
-        "spark": {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": 2}},
+        "spark": {"master": "local[2]", "conf": dict(TINY_SPARK_CONF)},
         "output": {"path": str(tmp / "reports")},
         "data": diginetica_clicks(click_log(tmp / "clicks.csv")),
         "preprocessing": {"test_days": 2},

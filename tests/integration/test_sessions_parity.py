@@ -6,20 +6,15 @@ item-kNN included) on it and on session-rec's preprocessed YOOCHOOSE sample
 
 from __future__ import annotations
 
-import importlib
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import diginetica_clicks
+import reference as ref
+from helpers import diginetica_clicks
 
 pytestmark = pytest.mark.shared_data
 
-_TESTS = str(Path(__file__).resolve().parents[1])
-if _TESTS not in sys.path:
-    sys.path.insert(0, _TESTS)
-ref = importlib.import_module("reference")
 
 KS = (5, 10, 20)
 TOL = 1e-12

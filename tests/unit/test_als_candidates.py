@@ -15,14 +15,30 @@ LIKES = [(u, (100 if u < 10 else 200) + i, 5.0) for u in range(20) for i in rang
 DISLIKES = [(u, (200 if u < 10 else 100) + u % 5, 1.0) for u in range(20)]
 
 
+@pytest.fixture(scope="module")
+def fitted_als(spark):
+    """``fit(rows, implicit=...)``: ALS (rank 2, 10 iterations) on ``rows``, fitted once per
+    (rows, implicit) in this module: fitting runs many small Spark jobs, and a fit does not
+    change when it is read."""
+    fits = {}
+
+    def fit(rows, *, implicit):
+        key = (tuple(rows), implicit)
+        if key not in fits:
+            history = spark.createDataFrame(rows, "user_id long, item_id long, rating double")
+            fits[key] = fit_als(
+                history, rank=2, max_iter=10, reg_param=0.1, alpha=10.0, implicit=implicit, seed=3
+            )
+        return fits[key]
+
+    return fit
+
+
 @pytest.mark.parametrize(("implicit", "rows"), [(True, LIKES), (False, LIKES + DISLIKES)])
-def test_als_ranks_the_missing_item_of_the_users_group_first(spark, implicit, rows):
-    history = spark.createDataFrame(rows, "user_id long, item_id long, rating double")
+def test_als_ranks_the_missing_item_of_the_users_group_first(spark, fitted_als, implicit, rows):
     users = spark.createDataFrame([(u,) for u in range(20)] + [(99,)], "user_id long")
 
-    fitted = fit_als(
-        history, rank=2, max_iter=10, reg_param=0.1, alpha=10.0, implicit=implicit, seed=3
-    )
+    fitted = fitted_als(rows, implicit=implicit)
     most_seen = 4 if implicit else 5
     candidates = als_candidates(fitted, users, m=2 + most_seen).collect()
 
@@ -38,9 +54,8 @@ def test_als_ranks_the_missing_item_of_the_users_group_first(spark, implicit, ro
         assert -best_unseen[1] == missing, (user, sorted(scored, reverse=True))
 
 
-def test_als_scores_any_pair_and_leaves_unknown_users_and_items_unscored(spark):
-    history = spark.createDataFrame(LIKES, "user_id long, item_id long, rating double")
-    fitted = fit_als(history, rank=2, max_iter=10, reg_param=0.1, alpha=10.0, implicit=True, seed=3)
+def test_als_scores_any_pair_and_leaves_unknown_users_and_items_unscored(spark, fitted_als):
+    fitted = fitted_als(LIKES, implicit=True)  # the fit of the implicit case above
     pairs = spark.createDataFrame(
         [(0, 100), (0, 200), (99, 100), (0, 999)], "user_id long, item_id long"
     )
@@ -54,7 +69,7 @@ def test_als_scores_any_pair_and_leaves_unknown_users_and_items_unscored(spark):
     assert abs(candidates[(0, 100)] - scores[(0, 100)]) < 1e-6  # the same factor dot product
 
 
-def test_als_keeps_users_apart_whose_ids_collided_under_the_old_31_bit_hash(spark):
+def test_als_keeps_users_apart_whose_ids_collided_under_the_old_31_bit_hash(spark, fitted_als):
     """64-bit user ids 11486 and 46871 both mapped to pmod(xxhash64(id), 2^31 - 1) = 294593864,
     so ALS fitted their histories as one user and gave both the same list. With dense ids they
     are two users: two numbers, two factor rows, each ranking its own group's missing item."""
@@ -65,8 +80,7 @@ def test_als_keeps_users_apart_whose_ids_collided_under_the_old_31_bit_hash(spar
     # user 11486 plays like users 0-9 (items 100-103), user 46871 like users 10-19 (200-203)
     rows = LIKES + [(11486, 100 + i, 5.0) for i in range(4)]
     rows += [(46871, 200 + i, 5.0) for i in range(4)]
-    history = spark.createDataFrame(rows, "user_id long, item_id long, rating double")
-    fitted = fit_als(history, rank=2, max_iter=10, reg_param=0.1, alpha=10.0, implicit=True, seed=3)
+    fitted = fitted_als(rows, implicit=True)
 
     numbers = {r.user_id: r._user for r in fitted.user_ids.collect()}
     assert len(numbers) == 22 and sorted(numbers.values()) == list(range(22))

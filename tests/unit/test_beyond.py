@@ -4,14 +4,12 @@ personalization and the embedding ILD against explicit pairwise computations
 
 from __future__ import annotations
 
-import importlib
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import reference as ref
 from pyspark.sql import functions as F
 
 from receval_spark.metrics import beyond
@@ -39,11 +37,6 @@ from receval_spark.metrics.beyond import (
     top_k_lists,
     unit_vectors,
 )
-
-_TESTS = str(Path(__file__).resolve().parents[1])
-if _TESTS not in sys.path:
-    sys.path.insert(0, _TESTS)
-ref = importlib.import_module("reference")
 
 HISTORY = "user_id int, item_id int"
 LISTS = "user_id int, k int, item_id int"
@@ -227,7 +220,7 @@ def test_gini_is_n_minus_1_over_n_when_one_item_is_shown_to_everyone(spark):
     assert row.entropy == pytest.approx(0.0, abs=TOL)
 
 
-def test_exposure_matches_the_reference_on_the_worked_example(spark):
+def test_exposure_matches_the_reference_on_the_worked_example():
     lists = pandas_lists({2: {1: [1, 2], 2: [1, 3], 3: [9, 4]}})
     ranking = ref.lists_at(lists, 2)
     catalogue = [1, 2, 3, 4, 5]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from chispa import assert_df_equality
+from helpers import one_als_fit_per_history
 from pyspark.sql import functions as F
 
 from receval_spark.config import AlsModel, ItemKnnModel, PopularityModel
@@ -219,8 +220,9 @@ def test_cold_users_get_exactly_the_popularity_list_under_the_fallback_and_none_
 
     popularity = ranked(PopularityModel(name="p", kind="popularity"))[1]
     assert model.fallback == "popularity"
-    served, with_fallback = ranked(model)
-    alone, without = ranked(model.model_copy(update={"fallback": "none"}))
+    with one_als_fit_per_history(fit_model):  # ALS: the same fit wrapped two ways
+        served, with_fallback = ranked(model)
+        alone, without = ranked(model.model_copy(update={"fallback": "none"}))
 
     assert with_fallback[5] == with_fallback[6] == popularity[5] == [(10, 3.0), (11, 2.0)]
     assert 5 not in without and 6 not in without

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from helpers import one_als_fit_per_history
 from pyspark.sql import functions as F
 
 from receval_spark.config import AlsModel, EvaluationConfig, ItemKnnModel, PopularityModel
@@ -109,7 +110,7 @@ def counter_example(spark, positive):
 
 
 def sampled_scores(spark, positive, models):
-    """{(model, metric): user 7's value@10} under sampled_100, and the sampled pairs."""
+    """{(model, metric): user 7's value@10} under sampled_100, the scorers, the sampled pairs."""
     interactions, history, truth = counter_example(spark, positive)
     users = truth.select("user_id").distinct()
     settings = EvaluationConfig(
@@ -138,19 +139,31 @@ def sampled_scores(spark, positive, models):
     return values, scorers, pairs
 
 
-def candidate_models(fallback):
+def candidate_models(fallback, suffix=""):
     return [
-        AlsModel(name="als", kind="als", rank=2, max_iter=2, fallback=fallback),
-        ItemKnnModel(name="item_knn", kind="item_knn", neighbours=20, fallback=fallback),
+        AlsModel(name=f"als{suffix}", kind="als", rank=2, max_iter=2, fallback=fallback),
+        ItemKnnModel(name=f"item_knn{suffix}", kind="item_knn", neighbours=20, fallback=fallback),
     ]
 
 
-@pytest.mark.parametrize("positive", [3, 999])
-def test_a_cold_user_gets_no_sampled_list_whatever_the_id_of_its_positive(spark, positive):
+@pytest.fixture(scope="module", params=[3, 999])
+def cold_user(request, spark):
+    """(positive, values, scorers, pairs) of one sampled_100 run of the counter-example with
+    popularity and both candidate models twice: ``fallback: none`` (als, item_knn) and
+    ``fallback: popularity`` (als+fallback, item_knn+fallback); shared by the two tests below
+    (each model's per-user values do not depend on the other models of the run)."""
+    positive = request.param
+    popularity = PopularityModel(name="popularity", kind="popularity")
+    models = [popularity, *candidate_models("none"), *candidate_models("popularity", "+fallback")]
+    with one_als_fit_per_history(fit_model):  # the two ALS configs: one fit
+        return (positive, *sampled_scores(spark, positive, models))
+
+
+def test_a_cold_user_gets_no_sampled_list_whatever_the_id_of_its_positive(cold_user):
     """Before: ALS (null scores) and item-kNN (all 0) tied every candidate and item id
     ascending decided, so positive 3 ranked first (NDCG = HitRate = MRR = 1) and 999 last (0).
     Now a user the model cannot score has no list: 0 for both ids, as under ``full``."""
-    values, scorers, pairs = sampled_scores(spark, positive, candidate_models("none"))
+    positive, values, scorers, pairs = cold_user
     negatives = [r.item_id for r in pairs.collect() if r.item_id != positive]
     assert len(negatives) == 100 and set(negatives) <= set(NEGATIVES)
     for model in ("als", "item_knn"):
@@ -161,13 +174,11 @@ def test_a_cold_user_gets_no_sampled_list_whatever_the_id_of_its_positive(spark,
         assert [r.item_id for r in tied] == [min(positive, *negatives)]
 
 
-@pytest.mark.parametrize("positive", [3, 999])
-def test_the_popularity_fallback_scores_a_cold_user_as_popularity_does(spark, positive):
+def test_the_popularity_fallback_scores_a_cold_user_as_popularity_does(cold_user):
     """``fallback: popularity``: the cold user's sampled list is popularity's (its scores on
     the same sampled items, the same hash order of ties), so its metrics are popularity's."""
-    popularity = PopularityModel(name="popularity", kind="popularity")
-    values, _, _ = sampled_scores(spark, positive, [popularity, *candidate_models("popularity")])
-    for model in ("als", "item_knn"):
+    _, values, _, _ = cold_user
+    for model in ("als+fallback", "item_knn+fallback"):
         for metric in ("ndcg", "hit_rate", "mrr"):
             assert values[(model, metric)] == values[("popularity", metric)], (model, metric)
     # the positive has 2 train users, as items 10-18 (10 + (10 j + t) mod 191 wraps onto

@@ -1,0 +1,469 @@
+"""Helpers shared by the test modules (tests/ is on sys.path through pyproject's
+``[tool.pytest.ini_options] pythonpath``): paths, the shared session's SQL options, crafted
+inputs, and the demo job run as a user runs it. Fixtures live in tests/conftest.py."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("RECEVAL_SHARED_DATA", REPO.parent / "shared" / "data"))
+VENV_BIN = Path(sys.executable).parent
+
+
+# ---------------------------------------------------------------------------------------------
+# the shared in-process session
+
+
+@contextlib.contextmanager
+def kept_sql_conf(spark):
+    """Put back the runtime SQL options a job run in this process sets on the shared session
+    (receval_spark.spark.DEFAULT_CONF and the configs' spark.sql.* options)."""
+    from receval_spark.spark import DEFAULT_CONF
+
+    keys = [key for key in DEFAULT_CONF if key.startswith("spark.sql.")]
+    saved = {key: spark.conf.get(key, None) for key in keys}
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+@contextlib.contextmanager
+def one_als_fit_per_history(fit_model):
+    """Within the block, the ALS fits of ``fit_model`` (the tests' import of it) are memoised
+    by (history DataFrame, fit parameters): a test that fits the same seeded ALS on the same
+    history for two configurations (e.g. ``fallback: none`` and ``popularity``, which wrap the
+    fit differently) runs the fit's Spark jobs once; everything else of fit_model runs as
+    always. Fails loudly (KeyError) if fit_model no longer fits ALS through ``fit_als``."""
+    namespace = fit_model.__globals__
+    fit_als = namespace["fit_als"]
+    fits: dict[tuple, tuple] = {}
+
+    def fit_once(history, **params):
+        key = (id(history), tuple(sorted(params.items())))
+        if key not in fits:  # the history is kept with its fit: its id stays unique
+            fits[key] = (history, fit_als(history, **params))
+        return fits[key][1]
+
+    namespace["fit_als"] = fit_once
+    try:
+        yield
+    finally:
+        namespace["fit_als"] = fit_als
+
+
+# ---------------------------------------------------------------------------------------------
+# crafted inputs
+
+# The `spark.conf` of jobs on tiny inputs run in-process: one shuffle partition and no AQE
+# re-planning cut a run's Spark work by about a third (both are put back by kept_sql_conf).
+# Partitioning is the subject of other tests (test_properties, test_aggregate, the local[1],
+# spark-submit and cluster runs of the demo).
+TINY_SPARK_CONF = {"spark.sql.shuffle.partitions": 1, "spark.sql.adaptive.enabled": False}
+
+T0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+DAY = 86_400
+
+
+def at(day: float) -> dt.datetime:
+    return T0 + dt.timedelta(days=day)
+
+
+def crafted_log(*, reconsumed: bool) -> pd.DataFrame:
+    """Users 1-4: 3 train interactions (days 0-2) and one relevant test item (day 5);
+    users 5, 6: only a test interaction (cold). With ``reconsumed``, user 1's test item is
+    one they already rated in train (re-consumption)."""
+    rows = []
+    for user in range(1, 5):
+        rows += [(user, 10 * user + j, int(T0.timestamp()) + j * DAY, 3.0) for j in range(3)]
+        test_item = 10 * user if (reconsumed and user == 1) else 100 + user
+        rows.append((user, test_item, int(T0.timestamp()) + 5 * DAY, 5.0))
+    rows += [(user, 100 + user, int(T0.timestamp()) + 6 * DAY, 5.0) for user in (5, 6)]
+    return pd.DataFrame(rows, columns=["user_id", "item_id", "timestamp", "rating"])
+
+
+def crafted_job_config(
+    tmp: Path, log: pd.DataFrame, models: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A job on ``log`` (written to ``tmp/log.parquet``), split at day 4, reports under
+    ``tmp/reports``, k = 2, ndcg and recall, segments warm and cold, no bootstrap."""
+    path = tmp / "log.parquet"
+    log.to_parquet(path, index=False)
+    return {
+        "run": {"name": "checks", "date": "2024-02-01"},
+        "spark": {"master": "local[2]", "conf": dict(TINY_SPARK_CONF)},
+        "output": {"path": str(tmp / "reports")},
+        "data": {
+            "interactions": {
+                "path": str(path),
+                "columns": {
+                    "user": "user_id",
+                    "item": "item_id",
+                    "timestamp": "timestamp",
+                    "rating": "rating",
+                },
+            }
+        },
+        "split": {"method": "global_temporal", "cutoff": at(4).isoformat()},
+        "relevance": {"kind": "threshold", "threshold": 4.0},
+        "evaluation": {
+            "k": [2],
+            "min_users": 0,
+            "segments": ["warm", "cold"],
+            "metrics": ["ndcg", "recall"],
+            "bootstrap_samples": 0,
+        },
+        "models": models,
+    }
+
+
+def diginetica_clicks(path: Path | str) -> dict:
+    """The ``data`` block of a session job reading a DIGINETICA-layout click log at ``path``
+    (``;``-separated CSV: session_id, item_id, eventdate, timeframe)."""
+    return {
+        "clicks": {
+            "path": str(path),
+            "format": "csv",
+            "delimiter": ";",
+            "columns": {
+                "session": "session_id",
+                "item": "item_id",
+                "time": "eventdate",
+                "order": "timeframe",
+            },
+        }
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# MovieLens 100K (../shared/data/ml-100k): the one job of the parity modules
+
+ML100K_COLUMNS = ["user_id", "item_id", "rating", "timestamp"]
+ML100K_CUTOFF = dt.datetime(1998, 3, 1, tzinfo=dt.UTC)
+ML100K_KS = (5, 10, 20)
+ML100K_ITEM_FIXED = ["item_id", "title", "release_date", "video_release_date", "imdb_url"]
+ACCURACY_METRICS = ["precision", "recall", "hit_rate", "mrr", "map", "ndcg", "arhr", "f1"]
+BEYOND_METRICS = [
+    "coverage",
+    "gini",
+    "entropy",
+    "novelty",
+    "popularity_bias",
+    "personalization",
+    "personalization_jaccard",
+    "ild_category",
+    "category_coverage",
+    "serendipity",
+]
+PERSONALIZATION_PAIRS = 60  # fewer than half the users, so the sample is a real one
+SEED = 42
+
+
+def external_score(users, items):
+    """Deterministic, tie-rich score in {0, 0.001, ..., 0.999} of numpy arrays of ids: items
+    i and i + 1000 always tie."""
+    return ((users * 7919 + items * 104729) % 1000) / 1000.0
+
+
+def ml100k_interactions(u_data: Path) -> dict[str, Any]:
+    """The ``data.interactions`` block reading u.data (tab-separated, no header)."""
+    return {
+        "path": str(u_data),
+        "format": "csv",
+        "header": False,
+        "delimiter": "\t",
+        "column_names": ML100K_COLUMNS,
+        "columns": {
+            "user": "user_id",
+            "item": "item_id",
+            "timestamp": "timestamp",
+            "rating": "rating",
+        },
+    }
+
+
+def ml100k_genres(ml100k: Path) -> list[str]:
+    lines = (ml100k / "u.genre").read_text(encoding="ISO-8859-1").splitlines()
+    return [line.split("|")[0] for line in lines if line.strip()]
+
+
+def ml100k_external_recs(u_data: Path) -> pd.DataFrame:
+    """Every (test user, catalogue item) pair of u.data (test: from ML100K_CUTOFF) with
+    ``external_score``."""
+    import numpy as np
+
+    interactions = pd.read_csv(u_data, sep="\t", header=None, names=ML100K_COLUMNS)
+    test = interactions[interactions["timestamp"] >= ML100K_CUTOFF.timestamp()]
+    users = np.sort(test["user_id"].unique()).astype("int64")
+    items = np.sort(interactions["item_id"].unique()).astype("int64")
+    u, i = np.repeat(users, len(items)), np.tile(items, len(users))
+    return pd.DataFrame({"user_id": u, "item_id": i, "score": external_score(u, i)})
+
+
+def ml100k_job(ml100k: Path, output: Path, external: Path) -> dict[str, Any]:
+    """The ml-100k job test_parity_ml100k.py and test_beyond_parity.py share (one run): global
+    temporal split at ML100K_CUTOFF, relevance rating >= 4, k = 5, 10, 20, filter_seen,
+    popularity (the baseline), seeded random, oracle and ``external`` (ml100k_external_recs,
+    read from Parquet), every accuracy and beyond-accuracy metric of segment 'all' without
+    bootstrap, genres from the 19 flag columns of u.item, per-user rows kept."""
+    genres = ml100k_genres(ml100k)
+    return {
+        "run": {"name": "parity-ml100k"},
+        "output": {"path": str(output), "per_user": True},
+        "data": {
+            "interactions": ml100k_interactions(ml100k / "u.data"),
+            "items": {
+                "path": str(ml100k / "u.item"),
+                "format": "csv",
+                "header": False,
+                "delimiter": "|",
+                "encoding": "ISO-8859-1",
+                "column_names": ML100K_ITEM_FIXED + genres,
+                "columns": {"item": "item_id", "category": genres},
+            },
+        },
+        "split": {"method": "global_temporal", "cutoff": "1998-03-01T00:00:00Z"},
+        "relevance": {"kind": "threshold", "threshold": 4.0},
+        "evaluation": {
+            "k": list(ML100K_KS),
+            "filter_seen": True,
+            "baseline": "popularity",  # comparisons: test_statistics_ml100k
+            "segments": [],  # only segment 'all' is compared; keep the Spark plan small
+            "bootstrap_samples": 0,  # bootstrap spreads: tests/unit/test_beyond.py
+            "metrics": ACCURACY_METRICS + BEYOND_METRICS,
+            "embeddings": {"source": "none"},
+            "personalization_pairs": PERSONALIZATION_PAIRS,
+            "seed": SEED,
+        },
+        "models": [
+            {"name": "popularity", "kind": "popularity"},
+            {"name": "random", "kind": "random", "seed": 42},
+            {"name": "oracle", "kind": "oracle"},
+            {"name": "external", "kind": "external", "path": str(external)},
+        ],
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# reading reports
+
+
+def read(spark, output: Path, dataset: str, date: str):
+    return spark.read.parquet(f"{output.as_uri()}/{dataset}/run_date={date}")
+
+
+def metric_values(spark, output: Path, date: str, model: str | None = None) -> dict:
+    """(model, segment, protocol, metric, k) -> (value, n_users, std, ci_low, ci_high)."""
+    rows = read(spark, output, "metrics", date).collect()
+    return {
+        (r.model, r.segment, r.protocol, r.metric, r.k): (
+            r.value,
+            r.n_users,
+            r.std,
+            r.ci_low,
+            r.ci_high,
+        )
+        for r in rows
+        if model is None or r.model == model
+    }
+
+
+def same_value(a: object, b: object) -> bool:
+    """Bit-for-bit equal values of the same type (NaN equals NaN): how runs of the same input
+    under different partitionings, parallelism or deployments must compare."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return type(a) is type(b) and a == b
+
+
+# ---------------------------------------------------------------------------------------------
+# processes
+
+TIMEOUT = 900  # seconds per subprocess: each starts its own JVM on a possibly busy machine
+
+
+def job_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    return env
+
+
+def run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, cwd=REPO, env=env or job_env(), capture_output=True, text=True, timeout=TIMEOUT
+    )
+
+
+def explain(proc: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-6000:]}"
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """Stop a process started with start_new_session=True and everything in its process group
+    (a worker's executors and their Python workers): SIGTERM, then SIGKILL."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(20)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # members left behind by a leader that exited
+
+
+def group_members(pgid: int) -> dict[int, str]:
+    """pid -> command line of the live processes in process group ``pgid``."""
+    members = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry.name)) != pgid:
+                continue
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ProcessLookupError):
+            continue
+        members[int(entry.name)] = cmdline
+    return members
+
+
+def run_watching_the_driver_jvm(
+    argv: list[str], tmp: Path, *, timeout: float = TIMEOUT
+) -> tuple[subprocess.CompletedProcess[str], list[str] | None]:
+    """Run ``argv`` (a job that starts its own local Spark) in its own process group, reading
+    the command line of the driver JVM PySpark starts from /proc while it runs; stopped by
+    process group whatever happens. (process, the JVM's argv or None if it was not seen)."""
+    out, err = tmp / "stdout.txt", tmp / "stderr.txt"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        proc = subprocess.Popen(
+            argv, cwd=REPO, env=job_env(), stdout=stdout, stderr=stderr, start_new_session=True
+        )
+    jvm = None
+    try:
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None and time.monotonic() < deadline:
+            if jvm is None:  # spark-class (bash) runs the launcher (java), then execs the JVM
+                jvm = next(
+                    (
+                        c
+                        for c in (c.split() for c in group_members(proc.pid).values())
+                        if c  # a zombie has an empty command line
+                        and c[0].endswith("java")
+                        and "org.apache.spark.deploy.SparkSubmit" in c
+                        and "org.apache.spark.launcher.Main" not in c
+                    ),
+                    None,
+                )
+            time.sleep(1)
+        returncode = proc.poll()
+    finally:
+        stop_group(proc)
+    stderr_text = err.read_text()
+    if returncode is None:  # timed out: stopped above
+        returncode = -signal.SIGKILL
+        stderr_text += f"\n(the test stopped it after {timeout} s)\n"
+    return subprocess.CompletedProcess(argv, returncode, out.read_text(), stderr_text), jvm
+
+
+# ---------------------------------------------------------------------------------------------
+# the demo job (conf/demo.yaml, ml-latest-small) as users run it, shared by the deployment
+# tests through the session-scoped ``demo_runs`` fixture (tests/conftest.py)
+
+DATE_M, DATE_A = "2026-01-01", "2026-01-02"  # python -m run, then receval, then spark-submit
+# The deployment tests (launchers, re-runs, local[1], cluster, Connect) run the demo with its
+# baselines only: they check how the job runs, not the candidate models, whose fitting would
+# multiply the suite's time; the shipped demo as a whole runs once (test_cli_end_to_end.py).
+DEPLOYMENT_SETTINGS = [
+    "--set",
+    "evaluation.embeddings.source=none",  # ALS is covered by test_als.py
+    "--set",
+    "models=[{name: popularity, kind: popularity}, {name: random, kind: random, seed: 7}, "
+    "{name: oracle, kind: oracle}]",
+    "--set",
+    "evaluation.protocol=full",
+]
+# The python -m run: one core, one shuffle partition (conf/demo.yaml has 4) and a 512 MB
+# driver heap (the demo's is 2 GB), set as a user sets them for a job starting its own Spark.
+SMALL_LOCAL = [
+    "--set",
+    "spark.master=local[1]",
+    "--set",
+    "spark.conf.spark.driver.memory=512m",
+    "--set",
+    "spark.conf.spark.sql.shuffle.partitions=1",
+]
+
+
+def snapshot(root: Path, date: str) -> dict[str, bytes | None]:
+    """Files (bytes) and folders (None) of every dataset's partition for ``date``."""
+    return {
+        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
+        for part in sorted(root.glob(f"*/run_date={date}"))
+        for p in [part, *sorted(part.rglob("*"))]
+    }
+
+
+def spark_submit() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "bin" / "spark-submit"
+
+
+@dataclass
+class DemoRuns:
+    output: Path
+    after_first: Path  # copy of the output after the receval run (before the re-run)
+    by_module: subprocess.CompletedProcess[str]  # python -m, DATE_M, local[1], 512 MB
+    by_module_jvm: list[str] | None  # the command line of by_module's driver JVM
+    first: subprocess.CompletedProcess[str]  # receval, DATE_A: the reference run
+    again: subprocess.CompletedProcess[str]  # spark-submit jobs/evaluate.py, DATE_A again
+    date_m_before_rerun: dict[str, bytes | None]
+
+
+def run_demo(tmp: Path) -> DemoRuns:
+    """conf/demo.yaml three times into one output folder under ``tmp``, each time by another
+    launcher: ``python -m receval_spark`` for DATE_M on local[1] with one shuffle partition
+    and a 512 MB driver (SMALL_LOCAL), then ``receval`` for DATE_A as configured (local[*],
+    4 shuffle partitions), then DATE_A again by ``spark-submit --master local[2]
+    jobs/evaluate.py``."""
+    output = tmp / "reports"
+    settings = [*DEPLOYMENT_SETTINGS, "--set", f"output.path={output}"]
+
+    def evaluate(date: str) -> list[str]:
+        return ["--config", "conf/demo.yaml", "--set", f"run.date={date}", *settings]
+
+    watched = tmp / "by_module"
+    watched.mkdir()
+    by_module, jvm = run_watching_the_driver_jvm(
+        [sys.executable, "-m", "receval_spark", "evaluate", *evaluate(DATE_M), *SMALL_LOCAL],
+        watched,
+    )
+    first = run([str(VENV_BIN / "receval"), "evaluate", *evaluate(DATE_A)])
+    after_first = tmp / "after_first"
+    if output.exists():
+        shutil.copytree(output, after_first)
+    date_m_before_rerun = snapshot(output, DATE_M)
+    submit = [str(spark_submit()), "--master", "local[2]", "--conf", "spark.ui.enabled=false"]
+    again = run([*submit, "jobs/evaluate.py", *evaluate(DATE_A)])
+    return DemoRuns(output, after_first, by_module, jvm, first, again, date_m_before_rerun)

@@ -75,6 +75,7 @@ def ranked_lists(spark, config, models=None) -> pd.DataFrame:
     the job uses (load, split, relevance, fit_model, rank_candidates) and collected."""
     from pyspark.sql import functions as F
 
+    from receval_spark.cache import releasing_cache
     from receval_spark.ranking.models import fit_model
     from receval_spark.ranking.pipeline import read_inputs
     from receval_spark.ranking.relevance import relevant_items
@@ -82,7 +83,8 @@ def ranked_lists(spark, config, models=None) -> pd.DataFrame:
     from receval_spark.ranking.topk import rank_candidates
 
     k = max(config.evaluation.k)
-    inputs = read_inputs(spark, config)
+    with releasing_cache():  # drops only what this read cached, not the shared run's entries
+        inputs = read_inputs(spark, config)
     interactions = inputs.interactions
     split = split_interactions(config.split, interactions)
     history = split.history
@@ -102,7 +104,6 @@ def ranked_lists(spark, config, models=None) -> pd.DataFrame:
     for frame in frames[1:]:
         union = union.unionByName(frame)
     ranked = union.toPandas().astype({"user_id": "int64", "item_id": "int64", "rank": "int64"})
-    interactions.unpersist()
     return ranked
 
 

@@ -31,30 +31,46 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the slow tests, then run the modules without one first (order kept within a module,
+    so module-scoped fixtures are set up once)."""
+    slow_modules = set()
     for item in items:
         for fixture, marker in FIXTURE_MARKERS.items():
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(marker)
         if any(item.get_closest_marker(name) for name in SLOW_MARKERS):
             item.add_marker(pytest.mark.slow)
+            slow_modules.add(item.module)
+    items.sort(key=lambda item: item.module in slow_modules)
+
+
+# The job's defaults (spark.DEFAULT_CONF: plan-string cap, AQE, UTC) plus a session that lives
+# for the whole run of hundreds of jobs: its driver keeps the status of only the last few
+# queries, jobs and stages (each SQL execution's record holds its plan: deep plans times the
+# default 1000 records filled the 2 GiB heap, AGGREGATE_OUT_OF_MEMORY late in a full run).
+TEST_SESSION_CONF = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.ui.enabled": "false",
+    "spark.driver.memory": "3g",
+    "spark.sql.ui.retainedExecutions": "20",
+    "spark.ui.retainedJobs": "50",
+    "spark.ui.retainedStages": "50",
+    "spark.ui.retainedTasks": "1000",
+    "spark.ui.dagGraph.retainedRootRDDs": "50",
+}
 
 
 @pytest.fixture(scope="session")
 def spark():
     from pyspark.sql import SparkSession
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("receval-tests")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.default.parallelism", "4")
-        .config("spark.sql.adaptive.enabled", "true")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.driver.memory", "2g")
-        .getOrCreate()
-    )
+    from receval_spark.spark import DEFAULT_CONF
+
+    builder = SparkSession.builder.master("local[2]").appName("receval-tests")
+    for key, value in {**DEFAULT_CONF, **TEST_SESSION_CONF}.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     yield session
     session.stop()
 

@@ -247,7 +247,7 @@ def ml100k_job(ml100k: Path, output: Path, external: Path) -> dict[str, Any]:
             "filter_seen": True,
             "baseline": "popularity",  # comparisons: test_statistics_ml100k
             "segments": [],  # only segment 'all' is compared; keep the Spark plan small
-            "bootstrap_samples": 0,  # bootstrap spreads: tests/unit/test_beyond.py
+            "bootstrap_samples": 0,  # bootstrap spreads: tests/metrics/test_beyond.py
             "metrics": ACCURACY_METRICS + BEYOND_METRICS,
             "embeddings": {"source": "none"},
             "personalization_pairs": PERSONALIZATION_PAIRS,

@@ -4,10 +4,10 @@ agree with it."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import get_args
 
 import pytest
+from helpers import REPO
 
 from receval_spark import cli, config
 from receval_spark.config import validate_config
@@ -26,7 +26,6 @@ from receval_spark.registry import (
 from receval_spark.report import plots, render
 from receval_spark.sessions.metrics import SESSION_ACCURACY, SESSION_EXPOSURE
 
-REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 CONTRACT = REPO.parent / "shared" / "docs" / "CONTRACT.md"
 

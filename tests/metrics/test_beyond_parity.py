@@ -400,7 +400,7 @@ def small_run(spark, small: Path, small_external_path: Path):
             "k": list(SMALL_KS),
             "baseline": "popularity",
             "segments": [],
-            "bootstrap_samples": 0,  # bootstrap spreads: tests/unit/test_beyond.py
+            "bootstrap_samples": 0,  # bootstrap spreads: tests/metrics/test_beyond.py
             "metrics": BEYOND,
             "embeddings": {"source": "none"},
             "personalization_pairs": SMALL_PAIRS,

@@ -20,6 +20,7 @@ from helpers import (
     DATE_A,
     DATE_M,
     DEPLOYMENT_SETTINGS,
+    REPO,
     VENV_BIN,
     DemoRuns,
     explain,
@@ -34,7 +35,6 @@ from receval_spark.ranking.pipeline import JOB_STAGES
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 ACCURACY = {"precision", "recall", "hit_rate", "mrr", "map", "ndcg", "arhr", "f1"}
 
 METRICS_TYPES = [

@@ -5,7 +5,7 @@ folder appears, i.e. while Spark writes the staged datasets. Readers must still 
 three earlier commits (every dataset of every date byte-identical, each partition readable and
 from one run), and a re-run of the date then completes and replaces that date alone. The cases
 the kill cannot hit reliably (right after the commit marker, half-way through the renames) are
-reproduced step by step in tests/unit/test_io.py.
+reproduced step by step in tests/test_io.py.
 """
 
 from __future__ import annotations

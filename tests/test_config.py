@@ -6,6 +6,7 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 
 from receval_spark.config import (
     EvaluationConfig,
@@ -243,7 +244,6 @@ def test_unreadable_or_non_mapping_config_files_are_config_errors(tmp_path):
         load_config(write(tmp_path, "- just\n- a list\n"))
 
 
-REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared" / "data"
 
 

@@ -15,8 +15,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from helpers import REPO
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+BENCHMARKS = REPO / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 generate = importlib.import_module("generate")
 side_by_side = importlib.import_module("side_by_side")

@@ -14,7 +14,8 @@ import io
 import tokenize
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from helpers import REPO
+
 SCANNED = [REPO / "receval_spark", REPO / "jobs"]
 PRAGMA = "connect-ok:"
 

@@ -69,6 +69,7 @@ from helpers import (
     DATE_A,
     DATE_M,
     DEPLOYMENT_SETTINGS,
+    REPO,
     DemoRuns,
     group_members,
     same_value,
@@ -78,7 +79,6 @@ from helpers import explain as demo_explain
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 PYTHON = sys.executable
 CONFIG = REPO / "conf" / "demo.yaml"  # absolute: spark-submit runs outside the repository

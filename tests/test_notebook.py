@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from helpers import crafted_job_config, crafted_log, kept_sql_conf
+from helpers import REPO, crafted_job_config, crafted_log, kept_sql_conf
 
 from receval_spark.cli import EXIT_REGRESSED, main
 
@@ -24,7 +24,6 @@ from jupyter_client.manager import KernelManager  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.notebook]
 
-REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = REPO / "notebooks" / "explore_reports.ipynb"
 DATES = ["2026-12-01", "2026-12-02"]
 MODELS = {"popularity", "ext"}

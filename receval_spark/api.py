@@ -23,7 +23,6 @@ from typing import Any, Literal, TypeVar
 
 import pyspark
 from pydantic import BaseModel
-from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -41,16 +40,16 @@ from receval_spark.errors import ConfigError, InputError
 from receval_spark.io import (
     REPORT_DATASETS,
     local_path,
-    read_report_history,
-    to_uri,
+    read_committed,
+    read_log,
+    report_root,
 )
-from receval_spark.io import (
-    write_reports as commit_datasets,
-)
+from receval_spark.io import write_reports as commit_datasets
 from receval_spark.ranking.pipeline import StageClock, read_inputs
 from receval_spark.ranking.pipeline import evaluate as evaluate_ranking
-from receval_spark.report.render import write_report
+from receval_spark.report.render import load_report, write_report
 from receval_spark.results import (
+    REPORT_SCHEMAS,
     Check,
     Outcome,
     RunRecord,
@@ -237,11 +236,12 @@ def write_reports(
     check_output_path(output)
     per_user = config.output.per_user if per_user is None else per_user
     alerts: list[str] = []
-    if config.evaluation.alerts:
-        history = read_report_history(output, "metrics", before=evaluation.run_date.isoformat())
-        alerts = regressions(evaluation.outcome.metrics, history, config.evaluation.alerts)
-    status = _status(evaluation.outcome, alerts)
     spark = evaluation.metrics.sparkSession
+    if config.evaluation.alerts:
+        history = _committed(spark, output, "metrics", before=evaluation.run_date)
+        rules = config.evaluation.alerts
+        alerts = regressions(evaluation.outcome.metrics, history.toPandas(), rules)
+    status = _status(evaluation.outcome, alerts)
     tables: dict[str, DataFrame] = {"metrics": evaluation.metrics.coalesce(1)}
     for name, table in (
         ("comparisons", evaluation.comparisons),
@@ -268,6 +268,8 @@ def write_reports(
         output_path=output,
         run_date=evaluation.run_date.isoformat(),
         run_id=evaluation.run_id,
+        lease_seconds=config.output.lease_seconds,
+        catalog=config.output.catalog,
     )
     return Commit(
         output=output,
@@ -286,37 +288,61 @@ def read_reports(
     *,
     dataset: str,
     dates: str | dt.date | list[str | dt.date] | None = None,
+    before: str | dt.date | None = None,
 ) -> DataFrame:
-    """The committed rows of one report dataset at ``output`` (every run date, or only
-    ``dates``), with its ``run_date`` partition column, read through Spark."""
+    """The committed rows of one report dataset at ``output`` (every run date, only
+    ``dates``, or only the dates before ``before``), with a string ``run_date`` column, read
+    through Spark: for each run date, exactly the rows of the run that committed it last (no
+    rows for a dataset that run did not write). An output without any commit is an
+    InputError."""
     if dataset not in REPORT_DATASETS:
         raise ConfigError(
             f"dataset: {dataset!r} is not a report dataset; use one of {list(REPORT_DATASETS)}"
         )
-    root = to_uri(output).rstrip("/")
-    try:
-        rows = spark.read.option("basePath", f"{root}/{dataset}").parquet(f"{root}/{dataset}")
-        _ = rows.columns  # resolves the path now, so a missing dataset fails here
-    except AnalysisException as exc:
+    if not read_log(spark, report_root(output)):
         raise InputError(
-            f"output: no committed {dataset} dataset under {output} ({exc.getCondition()}); "
-            "point it at the output.path of a job that has run"
-        ) from exc
-    rows = rows.withColumn("run_date", F.col("run_date").cast("string"))
-    if dates is None:
-        return rows
-    wanted = [dates] if isinstance(dates, str | dt.date) else dates
-    return rows.filter(F.col("run_date").isin([str(d) for d in wanted]))
+            f"output: no committed reports under {output}; point it at the output.path of a "
+            "job that has run"
+        )
+    return _committed(spark, output, dataset, dates=dates, before=before)
 
 
-def render_report(output: str, *, date: str | None = None, out: str | None = None) -> Path:
+def _committed(
+    spark: SparkSession,
+    output: str,
+    dataset: str,
+    *,
+    dates: str | dt.date | list[str | dt.date] | None = None,
+    before: str | dt.date | None = None,
+) -> DataFrame:
+    wanted = None
+    if dates is not None:
+        wanted = [str(d) for d in ([dates] if isinstance(dates, str | dt.date) else dates)]
+    rows = read_committed(spark, output, dataset, schema=REPORT_SCHEMAS[dataset], dates=wanted)
+    return rows if before is None else rows.filter(F.col("run_date") < str(before))
+
+
+def render_report(
+    spark: SparkSession, output: str, *, date: str | None = None, out: str | None = None
+) -> Path:
     """Render the human report (HTML and Markdown) of one committed run date (default: the
-    latest) from the report datasets at ``output`` alone; returns the HTML file's path
-    (default ``output/report/DATE/report.html``; the Markdown beside it)."""
-    folder = local_path(output)
-    if folder is None:
-        raise InputError(f"output: {output} is not a local folder; copy the reports locally.")
-    return write_report(folder, date=date, out=Path(out) if out else None)
+    latest) from the report datasets at ``output`` alone, read through Spark; returns the
+    HTML file's path (default ``output/report/DATE/report.html`` for a local output; ``out``
+    is required for any other filesystem). The Markdown is written beside it."""
+    if not read_log(spark, report_root(output)):
+        raise InputError(f"--reports: no committed run under {output}; run receval first.")
+    data = load_report(spark, output, date)
+    if out is None:
+        folder = local_path(output)
+        if folder is None:
+            raise InputError(
+                f"--out: {output} is not on the local filesystem; name the local HTML file to "
+                "write (receval report --reports URI --out report.html)"
+            )
+        target = folder / "report" / data.date / "report.html"
+    else:
+        target = Path(out)
+    return write_report(data, target)
 
 
 def versions(spark: SparkSession) -> dict[str, str]:

@@ -19,10 +19,12 @@ import click
 
 from receval_spark.config import JobConfig, SessionJobConfig
 from receval_spark.config_files import load_config
-from receval_spark.errors import InputError, SetupError, UserError, first_line
+from receval_spark.errors import ConfigError, SetupError, UserError, first_line
 from receval_spark.registry import definitions
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from receval_spark.api import Commit, Evaluation
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_REGRESSED = 0, 1, 2, 3
@@ -95,18 +97,20 @@ def _run(
     from pyspark.sql import SparkSession  # imported late: --help and config errors stay fast
 
     from receval_spark.api import write_reports
+    from receval_spark.io import refuse_if_held
     from receval_spark.spark import build_session
 
     owns_session = SparkSession.getActiveSession() is None
     spark = build_session(config.spark, app_name=f"receval:{config.run.name}", quiet=not verbose)
     try:
+        refuse_if_held(spark, config.output.path, lease_seconds=config.output.lease_seconds)
         quieted = contextlib.nullcontext() if verbose else _quiet_failures()
         with quieted, evaluate(spark, config, keep_cached=True) as evaluation:
             commit = write_reports(evaluation)
+        _render(spark, config.output.path, commit.run_date)
     finally:
         if owns_session:
             spark.stop()
-    _render(config.output.path, commit.run_date)
     return evaluation, commit
 
 
@@ -134,20 +138,20 @@ def _quiet_failures() -> Iterator[None]:
             logger.setLevel(level)
 
 
-def _render(output_path: str, run_date: dt.date) -> None:
-    """Render the human report of the committed run into ``output.path/report/DATE/``; on a
-    non-local output the report is left to ``receval report`` run where the files are."""
+def _render(spark: SparkSession, output_path: str, run_date: dt.date) -> None:
+    """Render the human report of the committed run into ``output.path/report/DATE/``; for an
+    output on another filesystem, say how to render it locally from there."""
     from receval_spark.api import render_report
     from receval_spark.io import local_path
 
     if local_path(output_path) is None:
         click.echo(
-            f"note: {output_path} is not on the local filesystem; render the human report with "
-            "receval report --reports DIR on a copy of it",
+            f"note: {output_path} is not on the local filesystem; render the human report "
+            f"with: receval report --reports {output_path} --date {run_date} --out report.html",
             err=True,
         )
         return
-    click.echo(f"report: {render_report(output_path, date=run_date.isoformat())}")
+    click.echo(f"report: {render_report(spark, output_path, date=run_date.isoformat())}")
 
 
 def _finish(evaluation: Evaluation, commit: Commit) -> int:
@@ -248,17 +252,49 @@ def sessions(config_path: str, overrides: tuple[str, ...], remote: str | None) -
 @click.option("--reports", "reports", required=True, help="output.path of the jobs (Parquet).")
 @click.option("--date", "date", default=None, help="run date YYYY-MM-DD (default: the latest).")
 @click.option(
-    "--out", "out", default=None, help="HTML file (default: REPORTS/report/DATE/report.html)."
+    "--out",
+    "out",
+    default=None,
+    help="Local HTML file (default: REPORTS/report/DATE/report.html for a local REPORTS).",
 )
+@click.option(
+    "--spark-conf",
+    "spark_conf",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A Spark setting for reading REPORTS (e.g. its filesystem's spark.hadoop.*); repeatable.",
+)
+@REMOTE_OPTION
 @VERBOSE_OPTION
-def report(reports: str, date: str | None, out: str | None) -> int:
-    """Render the human report (HTML and Markdown) from the Parquet reports alone."""
-    from receval_spark.api import render_report
-    from receval_spark.io import local_path
+def report(
+    reports: str,
+    date: str | None,
+    out: str | None,
+    spark_conf: tuple[str, ...],
+    remote: str | None,
+) -> int:
+    """Render the human report (HTML and Markdown) from the committed reports alone, read
+    through Spark from any filesystem it reaches."""
+    from pyspark.sql import SparkSession
 
-    if local_path(reports) is None:
-        raise InputError(f"--reports: {reports} is not a local folder; copy the reports locally.")
-    target = render_report(reports, date=date, out=out)
+    from receval_spark.api import render_report
+    from receval_spark.config import SparkConfig
+    from receval_spark.spark import build_session
+
+    settings = {}
+    for item in spark_conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--spark-conf: {item!r} is not KEY=VALUE")
+        settings[key] = value
+    spark_config = SparkConfig(master="local[1]", remote=remote, conf=settings)
+    owns_session = SparkSession.getActiveSession() is None
+    spark = build_session(spark_config, app_name="receval:report", quiet=not _verbose())
+    try:
+        target = render_report(spark, reports, date=date, out=out)
+    finally:
+        if owns_session:
+            spark.stop()
     click.echo(f"report: {target} and {target.with_suffix('.md')}")
     return EXIT_OK
 

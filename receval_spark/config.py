@@ -49,9 +49,20 @@ class SparkConfig(_Strict):
         return value
 
 
+class CatalogConfig(_Strict):
+    """Register every report dataset as a partitioned table ``<database>.<prefix><dataset>``
+    of the session catalog (the Hive metastore on a cluster), pointed at the committed runs."""
+
+    database: str = "receval"
+    prefix: str = ""
+
+
 class OutputConfig(_Strict):
     path: str = "reports"
     per_user: bool = False
+    catalog: CatalogConfig | None = None
+    # a writer's lease on output.path; a killed driver's lease lapses after this long
+    lease_seconds: float = Field(default=600.0, gt=0)
 
 
 class _FileSource(_Strict):

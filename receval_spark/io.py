@@ -1,35 +1,46 @@
-"""All reading and writing: input tables, and Parquet reports committed atomically per run date.
+"""All reading and writing, through Spark and the Hadoop filesystem it is configured with:
+input tables, and the report datasets committed per run date (README, "Report layout").
 
-Report commit protocol (one run date, all datasets together or none):
-1. every dataset is written by Spark under ``<output>/_staging/<run_id>/<dataset>/run_date=D``;
-2. a ``_COMMITTED`` marker is written into ``_staging/<run_id>``: from here the run wins;
-3. for each dataset the old ``<dataset>/run_date=D`` (if any) is renamed into
-   ``_trash/<run_id>/`` and the staged one renamed into its place; then trash and staging go.
-A run that dies before step 2 leaves only an ignored ``_staging`` folder (names starting with
-``_`` are invisible to Spark readers); one that dies during step 3 is rolled forward by the
-next commit to the same output path. Other dates are never touched.
+Layout under an output root (``file://``, ``hdfs://``, ``s3a://``, ``abfss://``, ``viewfs://``...):
+
+    <dataset>/run_date=D/run=R/part-*.parquet     run R's rows of one dataset and date
+    _commits/<R>.<n>.<event>/part-*.parquet        the commit log: one small file per event
+
+A run writes its datasets under its own ``run=R`` folders, then appends a ``commit`` event
+(the run date and the datasets written) to the log. That one file is the commit: it appears
+whole or not at all (a rename on HDFS and local disks, one object on object stores), so no
+folder is ever renamed. Readers resolve each run date to its latest commit and read only that
+run's folders, so they never see two runs of one date, nor a run that has not committed.
+One writer at a time: a writer holds a lease on the root (``begin`` and ``heartbeat`` events);
+a writer that finds another live lease fails with WriterConflict naming it, and a lease whose
+heartbeats stopped (a killed driver) lapses. After its commit a writer empties the folders of
+superseded and abandoned runs (``discard`` events). Other dates are never touched.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping
+import contextlib
+import datetime as dt
+import itertools
+import os
+import socket
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-import pandas as pd
-import pyarrow.parquet as pq
 from py4j.protocol import Py4JJavaError
-from pyarrow import fs as pafs
-from pyspark.errors import PySparkException
+from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from receval_spark.config import _FileSource
+from receval_spark.config import CatalogConfig, _FileSource
 from receval_spark.errors import ConfigError, InputError, first_line
 
 REPORT_DATASETS = ("metrics", "comparisons", "long_tail", "off_policy", "per_user", "runs")
-_MARKER = "_COMMITTED"
 
 
 def to_uri(path: str) -> str:
@@ -104,97 +115,444 @@ def read_table(spark: SparkSession, source: _FileSource, *, key: str) -> DataFra
     return df
 
 
+# The commit log (one row an event). Events: begin (a writer takes the lease, naming the run
+# date and datasets it will write), heartbeat (it still holds it), commit (the run date now
+# reads from this run), end (the lease is given back), discard (a later writer emptied this
+# run's folders).
+LOG = "_commits"
+LOG_SCHEMA = T.StructType(
+    [
+        T.StructField("run_id", T.StringType(), False),
+        T.StructField("event", T.StringType(), False),
+        T.StructField("run_date", T.StringType(), False),
+        T.StructField("datasets", T.ArrayType(T.StringType(), False), False),
+        T.StructField("at", T.TimestampType(), False),
+        T.StructField("owner", T.StringType(), False),
+    ]
+)
+RUN_PARTITION = "run"
+DEFAULT_LEASE_SECONDS = 600.0
+
+
+class WriterConflict(InputError):
+    """Another run holds the lease on the output root (one writer at a time)."""
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    run_id: str
+    event: str
+    run_date: str
+    datasets: tuple[str, ...]
+    at: dt.datetime
+    owner: str
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What the log says of one run: when it began, its last sign of life, how it ended."""
+
+    run_id: str
+    run_date: str
+    datasets: tuple[str, ...]
+    began: dt.datetime
+    last_seen: dt.datetime
+    owner: str
+    committed: dt.datetime | None
+    ended: bool
+    discarded: bool
+
+    def live(self, now: dt.datetime, lease_seconds: float) -> bool:
+        """Holding the lease: not ended, and seen within the lease (a driver on this host
+        that no longer exists holds nothing)."""
+        if self.ended or self.discarded:
+            return False
+        if _dead_here(self.owner):
+            return False
+        return (now - self.last_seen).total_seconds() < lease_seconds
+
+
+def report_root(output_path: str) -> str:
+    """The output path as the Hadoop URI every report path is built on."""
+    return to_uri(output_path).rstrip("/")
+
+
+def run_folder(root: str, dataset: str, run_date: str, run_id: str) -> str:
+    return f"{root}/{dataset}/run_date={run_date}/{RUN_PARTITION}={run_id}"
+
+
+def read_log(spark: SparkSession, root: str) -> list[LogEvent]:
+    """Every event of the commit log at ``root`` (none when there is no log yet). The log
+    grows by a few rows per run, never with users or interactions."""
+    try:
+        # a glob of the event folders: Spark would warn that a path named _... is hidden
+        rows = spark.read.schema(LOG_SCHEMA).parquet(f"{root}/{LOG}/*").collect()
+    except AnalysisException as exc:
+        if exc.getCondition() == "PATH_NOT_FOUND":
+            return []
+        raise
+    return [
+        LogEvent(
+            run_id=r.run_id,
+            event=r.event,
+            run_date=r.run_date,
+            datasets=tuple(r.datasets),
+            at=_utc(r.at),
+            owner=r.owner,
+        )
+        for r in rows
+    ]
+
+
+def run_states(events: Sequence[LogEvent]) -> dict[str, RunState]:
+    """The state of every run the log names."""
+    by_run: dict[str, list[LogEvent]] = {}
+    for event in events:
+        by_run.setdefault(event.run_id, []).append(event)
+    states = {}
+    for run_id, own in by_run.items():
+        begins = [e for e in own if e.event == "begin"] or own
+        first = min(begins, key=lambda e: e.at)
+        commits = [e.at for e in own if e.event == "commit"]
+        states[run_id] = RunState(
+            run_id=run_id,
+            run_date=first.run_date,
+            datasets=first.datasets,
+            began=first.at,
+            last_seen=max(e.at for e in own),
+            owner=first.owner,
+            committed=max(commits) if commits else None,
+            ended=any(e.event == "end" for e in own),
+            discarded=any(e.event == "discard" for e in own),
+        )
+    return states
+
+
+def committed_runs(events: Sequence[LogEvent]) -> dict[str, RunState]:
+    """Run date -> the run whose rows readers see: the latest commit of that date (ties by
+    run id); a discarded run is never chosen."""
+    latest: dict[str, RunState] = {}
+    for state in run_states(events).values():
+        if state.committed is None or state.discarded:
+            continue
+        best = latest.get(state.run_date)
+        if best is None or (state.committed, state.run_id) > (best.committed, best.run_id):
+            latest[state.run_date] = state
+    return latest
+
+
+def committed_paths(
+    spark: SparkSession, output_path: str, dataset: str, dates: Sequence[str] | None = None
+) -> list[str]:
+    """The folders of ``dataset`` that readers see: one per committed run date (of ``dates``)."""
+    root = report_root(output_path)
+    return [
+        run_folder(root, dataset, date, state.run_id)
+        for date, state in sorted(committed_runs(read_log(spark, root)).items())
+        if dataset in state.datasets and (dates is None or date in dates)
+    ]
+
+
+def read_committed(
+    spark: SparkSession,
+    output_path: str,
+    dataset: str,
+    *,
+    schema: T.StructType,
+    dates: Sequence[str] | None = None,
+) -> DataFrame:
+    """The committed rows of one report dataset (every run date, or ``dates``), with a string
+    ``run_date`` column; no rows (in ``schema``) when nothing is committed."""
+    root = report_root(output_path)
+    paths = committed_paths(spark, output_path, dataset, dates)
+    if not paths:
+        empty = spark.createDataFrame([], schema)
+        return empty.withColumn("run_date", F.lit(None).cast("string"))
+    rows = (
+        spark.read.option("basePath", f"{root}/{dataset}")
+        .option("mergeSchema", "true")
+        .parquet(*paths)
+        .drop(RUN_PARTITION)
+    )
+    return rows.withColumn("run_date", F.col("run_date").cast("string"))
+
+
 def write_reports(
-    tables: Mapping[str, DataFrame], *, output_path: str, run_date: str, run_id: str
+    tables: Mapping[str, DataFrame],
+    *,
+    output_path: str,
+    run_date: str,
+    run_id: str,
+    lease_seconds: float = DEFAULT_LEASE_SECONDS,
+    catalog: CatalogConfig | None = None,
 ) -> None:
-    """Write the report datasets for ``run_date`` and commit them together (see module doc)."""
+    """Write the report datasets of ``run_date`` and commit them together (module doc); then
+    empty the folders of superseded and abandoned runs and point the catalog tables (when
+    ``catalog``) at the committed runs."""
     unknown = set(tables) - set(REPORT_DATASETS)
     if unknown:
         raise ValueError(f"unknown report datasets {sorted(unknown)}")
-    root = to_uri(output_path).rstrip("/")
-    filesystem, root_path = _filesystem(root)
-    staging = f"{root_path}/_staging/{run_id}"
-    try:
-        for name, table in tables.items():
-            table.write.mode("error").parquet(
-                f"{root}/_staging/{run_id}/{name}/run_date={run_date}"
+    root = report_root(output_path)
+    spark = next(iter(tables.values())).sparkSession
+    with Lease(
+        spark,
+        root,
+        run_id=run_id,
+        run_date=run_date,
+        datasets=tuple(tables),
+        lease_seconds=lease_seconds,
+    ) as lease:
+        try:
+            for name, table in tables.items():
+                table.write.mode("overwrite").parquet(run_folder(root, name, run_date, run_id))
+            lease.commit()
+        except BaseException:
+            lease.abandon()
+            raise
+        events = read_log(spark, root)
+        discard_superseded(spark, root, events, lease_seconds=lease_seconds, own=run_id)
+        if catalog is not None:
+            register_tables(spark, root, catalog, committed_runs(events), tables)
+
+
+class Lease:
+    """One writer at a time on an output root, through the commit log: ``begin`` on entry,
+    a heartbeat every third of the lease from a background thread, ``end`` on exit.
+
+    A writer yields to another live run that began before it (by begin time, then run id):
+    it says so at entry and again right before its commit, so of two writers that overlap,
+    at most one commits while the other is live."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        root: str,
+        *,
+        run_id: str,
+        run_date: str,
+        datasets: tuple[str, ...],
+        lease_seconds: float,
+    ) -> None:
+        self.spark, self.root, self.run_id = spark, root, run_id
+        self.run_date, self.datasets, self.lease_seconds = run_date, datasets, lease_seconds
+        self._sequence = itertools.count()
+        self._stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+
+    def __enter__(self) -> Lease:
+        self._append("begin")
+        try:
+            self._check()
+        except WriterConflict:
+            self._append("end")
+            raise
+        self._heartbeat = threading.Thread(target=self._beat, name="receval-lease", daemon=True)
+        self._heartbeat.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._heartbeat is not None:
+            self._heartbeat.join()
+        self._append("end")
+
+    def commit(self) -> None:
+        """Make the run date read from this run: the one event of the commit."""
+        self._check()
+        self._append("commit")
+
+    def abandon(self) -> None:
+        """After a failed write: empty what this run wrote (best effort; a later writer
+        discards whatever is left)."""
+        with contextlib.suppress(Exception):
+            self._append("discard")
+            for name in self.datasets:
+                empty_folder(self.spark, run_folder(self.root, name, self.run_date, self.run_id))
+
+    def _check(self) -> None:
+        now = _now()
+        states = run_states(read_log(self.spark, self.root))
+        own = states[self.run_id]
+        if own.discarded:
+            raise WriterConflict(
+                f"output.path: run {self.run_id} was given up on as dead by another writer of "
+                f"{self.root} (its lease of {self.lease_seconds:g} s lapsed); nothing was "
+                "committed: run again, or raise output.lease_seconds"
             )
-        with filesystem.open_output_stream(f"{staging}/{_MARKER}") as marker:
-            marker.write(json.dumps({"run_date": run_date, "written": sorted(tables)}).encode())
-    except BaseException:
-        _delete_dir(filesystem, staging)
-        raise
-    _roll_forward(filesystem, root_path)
+        ahead = [
+            s
+            for s in states.values()
+            if s.run_id != self.run_id
+            and s.live(now, self.lease_seconds)
+            and (s.began, s.run_id) < (own.began, own.run_id)
+        ]
+        if ahead:
+            first = min(ahead, key=lambda s: (s.began, s.run_id))
+            raise _held(first, self.root, self.lease_seconds)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.lease_seconds / 3):
+            with contextlib.suppress(Exception):  # a missed beat only shortens the lease
+                self._append("heartbeat")
+
+    def _append(self, event: str) -> None:
+        append_event(
+            self.spark,
+            self.root,
+            LogEvent(
+                run_id=self.run_id,
+                event=event,
+                run_date=self.run_date,
+                datasets=self.datasets,
+                at=_now(),
+                owner=OWNER,
+            ),
+            tag=f"{next(self._sequence):05d}",
+        )
 
 
-def _roll_forward(filesystem: pafs.FileSystem, root_path: str) -> None:
-    """Finish every committed staging folder under the output root, oldest run first.
+def refuse_if_held(spark: SparkSession, output_path: str, *, lease_seconds: float) -> None:
+    """Fail fast, before a job computes anything, when another run holds the lease on the
+    output (the lease itself is taken, and checked again, when the job writes)."""
+    root = report_root(output_path)
+    now = _now()
+    live = [s for s in run_states(read_log(spark, root)).values() if s.live(now, lease_seconds)]
+    if live:
+        raise _held(min(live, key=lambda s: (s.began, s.run_id)), root, lease_seconds)
 
-    Idempotent: a dataset whose staged partition is gone was already promoted.
-    """
-    selector = pafs.FileSelector(f"{root_path}/_staging", allow_not_found=True)
-    runs = sorted(
-        (
-            info
-            for info in filesystem.get_file_info(selector)
-            if info.type == pafs.FileType.Directory
-        ),
-        key=lambda info: info.base_name,
+
+def _held(other: RunState, root: str, lease_seconds: float) -> WriterConflict:
+    return WriterConflict(
+        f"output.path: run {other.run_id} ({other.owner}, run date {other.run_date}) is "
+        f"writing to {root} since {other.began:%Y-%m-%dT%H:%M:%SZ}; one writer at a time: run "
+        f"again when it ends (a killed run's lease lapses after {lease_seconds:g} s, "
+        "output.lease_seconds)"
     )
-    for info in runs:
-        marker = f"{info.path}/{_MARKER}"
-        if not _exists(filesystem, marker):
-            continue
-        with filesystem.open_input_stream(marker) as stream:
-            manifest = json.loads(stream.read())
-        partition = f"run_date={manifest['run_date']}"
-        trash = f"{root_path}/_trash/{info.base_name}"
-        for name in REPORT_DATASETS:
-            staged = f"{info.path}/{name}/{partition}"
-            target = f"{root_path}/{name}/{partition}"
-            if name in manifest["written"] and not _exists(filesystem, staged):
-                continue  # promoted before
-            if _exists(filesystem, target):
-                filesystem.create_dir(f"{trash}/{name}", recursive=True)
-                filesystem.move(target, f"{trash}/{name}/{partition}")
-            if name in manifest["written"]:
-                filesystem.create_dir(f"{root_path}/{name}", recursive=True)
-                filesystem.move(staged, target)
-        _delete_dir(filesystem, trash)
-        _delete_dir(filesystem, info.path)
 
 
-def read_report_history(output_path: str, dataset: str, *, before: str) -> pd.DataFrame:
-    """Rows of a committed report dataset for every run date earlier than ``before``
-    (pandas, via pyarrow; report datasets hold one row per aggregate, so this stays small).
-    An absent dataset gives an empty frame."""
-    filesystem, root = _filesystem(to_uri(output_path).rstrip("/"))
-    folder = f"{root}/{dataset}"
-    selector = pafs.FileSelector(folder, allow_not_found=True)
-    frames = []
-    for info in filesystem.get_file_info(selector):
-        date = info.base_name.removeprefix("run_date=")
+def append_event(spark: SparkSession, root: str, event: LogEvent, *, tag: str) -> None:
+    """Add one event to the log as its own small Parquet folder ``<run>.<tag>.<event>``
+    (written by Spark; its file appears whole when Spark's commit moves it into place)."""
+    row = (event.run_id, event.event, event.run_date, list(event.datasets), event.at, event.owner)
+    folder = f"{root}/{LOG}/{event.run_id}.{tag}.{event.event}"
+    spark.createDataFrame([row], LOG_SCHEMA).coalesce(1).write.mode("error").parquet(folder)
+
+
+def discard_superseded(
+    spark: SparkSession,
+    root: str,
+    events: Sequence[LogEvent],
+    *,
+    lease_seconds: float,
+    own: str,
+) -> list[str]:
+    """Empty the folders of every run that readers no longer see and that holds no lease:
+    runs superseded by a later commit of their date, and runs that never committed (killed or
+    failed). A ``discard`` event goes first, so a run that was only slow finds it and refuses
+    to commit. Returns the discarded run ids."""
+    now = _now()
+    visible = {state.run_id for state in committed_runs(events).values()}
+    discarded = []
+    for state in sorted(run_states(events).values(), key=lambda s: s.began):
         if (
-            info.type == pafs.FileType.Directory
-            and info.base_name.startswith("run_date=")
-            and (date < before)
+            state.run_id == own
+            or state.run_id in visible
+            or state.discarded
+            or state.live(now, lease_seconds)
         ):
-            table = pq.read_table(info.path, filesystem=filesystem)
-            frames.append(table.to_pandas().assign(run_date=date))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+            continue
+        append_event(
+            spark,
+            root,
+            LogEvent(state.run_id, "discard", state.run_date, state.datasets, now, OWNER),
+            tag=f"by-{own}",
+        )
+        for name in state.datasets:
+            empty_folder(spark, run_folder(root, name, state.run_date, state.run_id))
+        discarded.append(state.run_id)
+    return discarded
 
 
-def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    """The pyarrow filesystem and path of a URI; local paths are used as they are."""
-    if uri.startswith("file://"):
-        return pafs.LocalFileSystem(), uri.removeprefix("file://")
-    return pafs.FileSystem.from_uri(uri)
+def empty_folder(spark: SparkSession, folder: str) -> None:
+    """Delete a folder's files through Spark's writer: overwriting it with an empty
+    partitioned DataFrame deletes the folder and writes no data file (only ``_SUCCESS``)."""
+    spark.createDataFrame([], "discarded INT, value INT").write.partitionBy("discarded").mode(
+        "overwrite"
+    ).parquet(folder)
 
 
-def _exists(filesystem: pafs.FileSystem, path: str) -> bool:
-    return filesystem.get_file_info(path).type != pafs.FileType.NotFound
+def register_tables(
+    spark: SparkSession,
+    root: str,
+    catalog: CatalogConfig,
+    committed: Mapping[str, RunState],
+    written: Mapping[str, DataFrame],
+) -> None:
+    """Point each report dataset's catalog table at the committed runs: created on first use
+    (a partitioned Parquet table over ``<root>/<dataset>``), one partition per committed run
+    date located at that run's folder; partitions of dates without the dataset dropped."""
+    database = _identifier(catalog.database)
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
+    for name, frame in written.items():
+        table = f"{database}.{_identifier(catalog.prefix + name)}"
+        if not spark.catalog.tableExists(table):
+            columns = ", ".join(
+                f"{_identifier(f.name)} {f.dataType.simpleString()}" for f in frame.schema.fields
+            )
+            spark.sql(
+                f"CREATE TABLE {table} ({columns}, run_date STRING) USING parquet "
+                f"PARTITIONED BY (run_date) LOCATION '{_quoted(root + '/' + name)}'"
+            )
+        present = {
+            row[0].removeprefix("run_date=")
+            for row in spark.sql(f"SHOW PARTITIONS {table}").collect()
+        }
+        for date, state in sorted(committed.items()):
+            spec = f"PARTITION (run_date = '{date}')"
+            if name not in state.datasets:
+                if date in present:
+                    spark.sql(f"ALTER TABLE {table} DROP IF EXISTS {spec}")
+                continue
+            location = _quoted(run_folder(root, name, date, state.run_id))
+            if date in present:
+                spark.sql(f"ALTER TABLE {table} {spec} SET LOCATION '{location}'")
+            else:
+                spark.sql(f"ALTER TABLE {table} ADD {spec} LOCATION '{location}'")
+        spark.catalog.refreshTable(table)
 
 
-def _delete_dir(filesystem: pafs.FileSystem, path: str) -> None:
-    if _exists(filesystem, path):
-        filesystem.delete_dir(path)
+OWNER = f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _dead_here(owner: str) -> bool:
+    """True when ``owner`` is a process of this host that no longer runs."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0)
+
+
+def _utc(value: dt.datetime) -> dt.datetime:
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+
+def _identifier(name: str) -> str:
+    if not name.replace("_", "").isalnum():
+        raise ConfigError(
+            f"output.catalog: {name!r} is not a plain identifier; use letters, digits and _"
+        )
+    return f"`{name}`"
+
+
+def _quoted(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("'", "\\'")

@@ -192,6 +192,38 @@ METRICS_SCHEMA = T.StructType([RUN_ID, *spark_schema(MetricRow).fields])
 COMPARISONS_SCHEMA = T.StructType([RUN_ID, *spark_schema(ComparisonRow).fields])
 OFF_POLICY_SCHEMA = T.StructType([RUN_ID, *spark_schema(OffPolicyRow).fields])
 RUNS_SCHEMA = spark_schema(RunRecord)
+_TEXT, _INT, _LONG = T.StringType(), T.IntegerType(), T.LongType()
+PER_USER_SCHEMA = T.StructType(
+    [
+        T.StructField(name, kind)
+        for name, kind in [
+            *[(c, _TEXT) for c in ("run_id", "model", "segment", USER, "metric")],
+            ("k", _INT),
+            ("value", T.DoubleType()),
+        ]
+    ]
+)
+LONG_TAIL_SCHEMA = T.StructType(
+    [
+        T.StructField(name, kind)
+        for name, kind in [
+            ("run_id", _TEXT),
+            ("model", _TEXT),
+            ("k", _INT),
+            ("popularity_bin", _INT),
+            ("min_interactions", _LONG),
+            *[(c, _LONG) for c in LONG_TAIL_COUNTS],
+        ]
+    ]
+)
+REPORT_SCHEMAS: dict[str, T.StructType] = {
+    "metrics": METRICS_SCHEMA,
+    "comparisons": COMPARISONS_SCHEMA,
+    "long_tail": LONG_TAIL_SCHEMA,
+    "off_policy": OFF_POLICY_SCHEMA,
+    "per_user": PER_USER_SCHEMA,
+    "runs": RUNS_SCHEMA,
+}
 
 
 def metrics_table(spark: SparkSession, rows: Sequence[MetricRow], *, run_id: str) -> DataFrame:

@@ -78,14 +78,16 @@ def build_session(config: SparkConfig, *, app_name: str, quiet: bool = False) ->
     if config.remote:
         session = builder.getOrCreate()
         for key, value in settings.items():
-            if key.startswith("spark.sql.") and not key.startswith("spark.sql.execution.arrow"):
+            arrow = key.startswith("spark.sql.execution.arrow")
+            # static settings (e.g. the catalog implementation) are the server's own
+            if key.startswith("spark.sql.") and not arrow and session.conf.isModifiable(key):
                 session.conf.set(key, value)
         return session
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     for key, value in settings.items():
-        if key.startswith("spark.sql."):
+        if key.startswith("spark.sql.") and session.conf.isModifiable(key):
             session.conf.set(key, value)  # runtime SQL settings also apply to a reused session
     return session
 

@@ -6,9 +6,17 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
-from helpers import SHARED_DATA, kept_sql_conf, ml100k_external_recs, ml100k_job, run_demo
+from helpers import (
+    SHARED_DATA,
+    ReportRoot,
+    kept_sql_conf,
+    ml100k_external_recs,
+    ml100k_job,
+    run_demo,
+)
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -17,7 +25,17 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # every Spark the tests st
 # The tiers (README, Tests): `make test` runs -m "not slow", `make test-all` everything. A test
 # is slow when it carries one of SLOW_MARKERS (pyproject describes each), set with pytestmark
 # or on the test, or given here to every test that uses the fixture of FIXTURE_MARKERS.
-SLOW_MARKERS = ("shared_data", "deployment", "cluster", "connect", "fault", "browser", "notebook")
+SLOW_MARKERS = (
+    "shared_data",
+    "deployment",
+    "cluster",
+    "connect",
+    "metastore",
+    "viewfs",
+    "fault",
+    "browser",
+    "notebook",
+)
 FIXTURE_MARKERS = {"shared_data": "shared_data", "demo_runs": "deployment"}
 
 
@@ -62,17 +80,41 @@ TEST_SESSION_CONF = {
 
 
 @pytest.fixture(scope="session")
-def spark():
+def viewfs_mount(tmp_path_factory) -> tuple[str, Path]:
+    """A ``viewfs://`` mount table over a temporary folder: (the setting that declares it,
+    the folder). ``viewfs://receval/lake/X`` is ``<folder>/X``; Hadoop's ViewFileSystem ships
+    with pyspark, and the driver's Python cannot open such a path."""
+    folder = tmp_path_factory.mktemp("viewfs-lake")
+    return f"{VIEWFS_LINK}={folder.as_uri()}", folder
+
+
+VIEWFS_LINK = "spark.hadoop.fs.viewfs.mounttable.receval.link./lake"
+VIEWFS_ROOT = "viewfs://receval/lake"
+
+
+@pytest.fixture(scope="session")
+def spark(viewfs_mount):
     from pyspark.sql import SparkSession
 
     from receval_spark.spark import DEFAULT_CONF
 
+    link, _ = viewfs_mount
     builder = SparkSession.builder.master("local[2]").appName("receval-tests")
+    builder = builder.config(*link.split("=", 1))
     for key, value in {**DEFAULT_CONF, **TEST_SESSION_CONF}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     yield session
     session.stop()
+
+
+@pytest.fixture(params=["file", pytest.param("viewfs", marks=pytest.mark.viewfs)])
+def report_root(request, tmp_path, viewfs_mount) -> ReportRoot:
+    """An empty output root on ``file://`` and on ``viewfs://``, one test each."""
+    if request.param == "file":
+        return ReportRoot(uri=(tmp_path / "reports").as_uri(), local=tmp_path / "reports")
+    name = f"{request.node.name}".translate(str.maketrans("[]/", "__-"))
+    return ReportRoot(uri=f"{VIEWFS_ROOT}/{name}", local=viewfs_mount[1] / name)
 
 
 @pytest.fixture(scope="session")

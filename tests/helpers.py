@@ -10,6 +10,7 @@ import math
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -266,8 +267,11 @@ def ml100k_job(ml100k: Path, output: Path, external: Path) -> dict[str, Any]:
 # reading reports
 
 
-def read(spark, output: Path, dataset: str, date: str):
-    return spark.read.parquet(f"{output.as_uri()}/{dataset}/run_date={date}")
+def read(spark, output: Path | str, dataset: str, date: str):
+    """The committed rows of ``dataset`` for ``date`` (through the API, as users read them)."""
+    from receval_spark import read_reports
+
+    return read_reports(spark, str(output), dataset=dataset, dates=[date]).drop("run_date")
 
 
 def metric_values(spark, output: Path, date: str, model: str | None = None) -> dict:
@@ -315,6 +319,21 @@ def run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.Comple
 
 def explain(proc: subprocess.CompletedProcess[str]) -> str:
     return f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-6000:]}"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def port_accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 def stop_group(proc: subprocess.Popen) -> None:
@@ -467,3 +486,12 @@ def run_demo(tmp: Path) -> DemoRuns:
     submit = [str(spark_submit()), "--master", "local[2]", "--conf", "spark.ui.enabled=false"]
     again = run([*submit, "jobs/evaluate.py", *evaluate(DATE_A)])
     return DemoRuns(output, after_first, by_module, jvm, first, again, date_m_before_rerun)
+
+
+@dataclass(frozen=True)
+class ReportRoot:
+    """An output root for report tests: the URI jobs write to, and the local folder behind it
+    (the same folder for ``file://``; the mount target for ``viewfs://``)."""
+
+    uri: str
+    local: Path

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
-from helpers import crafted_job_config, crafted_log, kept_sql_conf
+from helpers import ReportRoot, crafted_job_config, crafted_log, kept_sql_conf
 
+from receval_spark import read_reports
 from receval_spark.alerts import regressions
 from receval_spark.cli import EXIT_REGRESSED, main
 from receval_spark.config import AlertRule
@@ -71,7 +72,12 @@ def test_a_session_run_takes_the_direction_of_its_protocol_s_metric():
     assert alert.startswith("regression: popularity_bias@10 of pop on all is 2.5000, 25.0% above")
 
 
-def test_three_nightly_runs_with_a_drop_on_the_third(spark, tmp_path, capsys):
+def test_three_nightly_runs_with_a_drop_on_the_third(
+    spark, tmp_path, capsys, report_root: ReportRoot, viewfs_mount
+):
+    """On file:// and on viewfs://: the alert reads the earlier nights through Spark, and the
+    report (rendered by the job, or by ``receval report --out`` off a non-local output) shows
+    the history."""
     good = pd.DataFrame(
         [(u, 100 + u, 1.0) for u in range(1, 5)], columns=["user_id", "item_id", "score"]
     )
@@ -87,6 +93,7 @@ def test_three_nightly_runs_with_a_drop_on_the_third(spark, tmp_path, capsys):
             {"name": "ext", "kind": "external", "path": str(recs)},
         ],
     )
+    raw["output"]["path"] = report_root.uri
     raw["evaluation"]["alerts"] = [{"metric": "ndcg", "k": 2, "max_relative_drop": 0.05}]
     raw["evaluation"].update(metrics=["ndcg", "precision", "coverage"], bootstrap_samples=0)
     path = tmp_path / "job.yaml"
@@ -104,13 +111,20 @@ def test_three_nightly_runs_with_a_drop_on_the_third(spark, tmp_path, capsys):
     assert nightly("2026-11-02", good) == 0
     assert nightly("2026-11-03", bad) == EXIT_REGRESSED
     assert "alert: regression: ndcg@2 of ext on all" in capsys.readouterr().err
-    runs = spark.read.parquet(str(tmp_path / "reports" / "runs"))
-    status = {str(r.run_date): (r.status, list(r.alerts)) for r in runs.collect()}
+    runs = read_reports(spark, report_root.uri, dataset="runs")
+    status = {r.run_date: (r.status, list(r.alerts)) for r in runs.collect()}
     assert status["2026-11-01"] == ("succeeded", [])
     assert status["2026-11-03"][0] == "regressed" and len(status["2026-11-03"][1]) == 1
 
-    reports = tmp_path / "reports"
-    page = (reports / "report" / "2026-11-03" / "report.html").read_text(encoding="utf-8")
+    reports = report_root.local
+    rendered = reports / "report" / "2026-11-03" / "report.html"
+    if report_root.uri.startswith("viewfs://"):
+        assert not rendered.exists()  # the job says how to render it instead
+        rendered = tmp_path / "page.html"
+        argv = ["report", "--reports", report_root.uri, "--date", "2026-11-03"]
+        argv += ["--out", str(rendered), "--spark-conf", viewfs_mount[0]]
+        assert main(argv) == 0
+    page = rendered.read_text(encoding="utf-8")
     alerts = page[page.index('id="alerts"') : page.index("</div>", page.index('id="alerts"'))]
     assert "regression: ndcg@2 of ext on all" in alerts
     history = page[page.index('<table id="history">') :]
@@ -122,7 +136,8 @@ def test_three_nightly_runs_with_a_drop_on_the_third(spark, tmp_path, capsys):
     others = {
         p: p.read_bytes()
         for d in ("2026-11-01", "2026-11-03")
-        for p in [*reports.glob(f"*/run_date={d}/*"), *(reports / "report" / d).iterdir()]
+        for p in [*reports.glob(f"*/run_date={d}/**/*"), *reports.glob(f"report/{d}/*")]
+        if p.is_file()
     }
     assert nightly("2026-11-02", good) == 0  # a re-run of date 2 (history: date 1 only)
     assert {p: p.read_bytes() for p in others} == others

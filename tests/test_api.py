@@ -164,12 +164,13 @@ def test_write_read_and_render_the_committed_reports(spark, result, tmp_path):
         "succeeded",
         "2026-02-01",
     )
-    with pytest.raises(rv.InputError, match="no committed off_policy dataset"):
-        rv.read_reports(spark, output, dataset="off_policy")
+    assert rv.read_reports(spark, output, dataset="off_policy").count() == 0  # none written
+    with pytest.raises(rv.InputError, match="no committed reports under"):
+        rv.read_reports(spark, str(tmp_path / "elsewhere"), dataset="metrics")
     with pytest.raises(rv.ConfigError, match="'metric' is not a report dataset"):
         rv.read_reports(spark, output, dataset="metric")
 
-    page = rv.render_report(output)
+    page = rv.render_report(spark, output)
     assert page == Path(output) / "report" / "2026-02-01" / "report.html"
     assert "mine" in page.read_text() and page.with_suffix(".md").exists()
 

@@ -51,7 +51,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -71,6 +70,7 @@ from helpers import (
     DEPLOYMENT_SETTINGS,
     REPO,
     DemoRuns,
+    free_port,
     group_members,
     same_value,
     stop_group,
@@ -104,7 +104,8 @@ Metrics = dict[tuple, tuple]
 
 
 def read_metrics(output: Path, date: str = DATE) -> Metrics:
-    """(model, segment, protocol, metric, k) -> (value, n_users, std, ci_low, ci_high)."""
+    """(model, segment, protocol, metric, k) -> (value, n_users, std, ci_low, ci_high), read
+    with pyarrow as a plain reader outside Spark does (superseded runs' folders hold no file)."""
     rows = pq.read_table(output / "metrics" / f"run_date={date}").to_pylist()
     return {
         (r["model"], r["segment"], r["protocol"], r["metric"], r["k"]): (
@@ -136,12 +137,6 @@ def assert_same_metrics(reference: Metrics, other: Metrics, what: str) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # processes
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_until(
@@ -398,7 +393,7 @@ def shipped(tmp_path_factory) -> tuple[Path, Path]:
     return build_zip(root / "receval_spark.zip"), data
 
 
-def submit_command(cluster: Cluster, package: Path, data: Path, probes: Probes, output: Path):
+def submit_command(cluster: Cluster, package: Path, data: Path, probes: Probes, output: Path | str):
     return [
         str(SPARK_HOME / "bin" / "spark-submit"),
         "--master",
@@ -511,20 +506,27 @@ def test_the_job_runs_with_a_512_mb_driver(demo_runs: DemoRuns) -> None:
 
 @pytest.mark.cluster
 def test_demo_on_the_cluster_matches_local_mode(
-    cluster: Cluster, shipped: tuple[Path, Path], local_metrics: Metrics, tmp_path: Path
+    cluster: Cluster,
+    shipped: tuple[Path, Path],
+    local_metrics: Metrics,
+    tmp_path: Path,
+    viewfs_mount: tuple[str, Path],
 ) -> None:
     """spark-submit to the standalone master from a folder outside the repository, the package
-    shipped as a zip with --py-files: same metrics as local mode, executors on both workers,
+    shipped as a zip with --py-files, the reports written through ``viewfs://`` (a Hadoop
+    filesystem only the JVMs can open): same metrics as local mode, executors on both workers,
     and no process imports receval_spark from the checkout (module docstring)."""
     package, data = shipped
     probes = Probes(tmp_path / "probes")
-    output = tmp_path / "reports"
+    output = f"viewfs://receval/lake/cluster-{tmp_path.name}"
     started = time.monotonic()
     proc = subprocess.run(
         [
             *submit_command(cluster, package, data, probes, output),
             "--set",
             "spark.conf.spark.sql.shuffle.partitions=32",
+            "--set",
+            f"spark.conf.{viewfs_mount[0]}",
         ],
         cwd=tmp_path,
         env=job_env(),
@@ -553,8 +555,11 @@ def test_demo_on_the_cluster_matches_local_mode(
     outside = [(n, o) for n, o in executor if "receval_spark.zip/receval_spark/" not in o]
     assert not outside, f"executor imports not from the shipped zip: {outside}"
 
+    assert "receval report --reports viewfs://" in proc.stderr, proc.stderr  # how to render
     summary = assert_same_metrics(
-        local_metrics, read_metrics(output), "cluster, 32 shuffle partitions vs local[2], 4"
+        local_metrics,
+        read_metrics(viewfs_mount[1] / f"cluster-{tmp_path.name}"),
+        "cluster (viewfs), 32 shuffle partitions vs local[2], 4",
     )
     print(
         f"\n{summary}\ncluster run: {seconds:.0f} s; tasks finished per worker {per_worker}; "

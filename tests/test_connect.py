@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,8 +27,10 @@ from helpers import (
     VENV_BIN,
     DemoRuns,
     explain,
+    free_port,
     job_env,
     metric_values,
+    port_accepts,
     read,
     same_value,
 )
@@ -46,20 +47,6 @@ class ConnectServer:
     url: str
     process: subprocess.Popen[bytes]
     log: Path
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=2):
-            return True
-    except OSError:
-        return False
 
 
 def _tail(path: Path, chars: int = 6000) -> str:
@@ -93,7 +80,7 @@ def connect_server(tmp_path_factory, demo_runs: DemoRuns) -> Iterator[ConnectSer
     assert jars, f"no spark-connect jar under {PYSPARK_HOME / 'jars'}"
     home = tmp_path_factory.mktemp("connect-server")
     log = home / "server.log"
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ)
     env.update(
         SPARK_HOME=str(PYSPARK_HOME),
@@ -134,7 +121,7 @@ def connect_server(tmp_path_factory, demo_runs: DemoRuns) -> Iterator[ConnectSer
         )
     try:
         deadline = time.monotonic() + SERVER_START_TIMEOUT
-        while not _accepts(port):
+        while not port_accepts(port):
             if process.poll() is not None:
                 pytest.fail(f"the Connect server exited ({process.returncode}):\n{_tail(log)}")
             if time.monotonic() > deadline:

@@ -1,11 +1,13 @@
-"""Fault: the driver killed (SIGKILL, job process group) while it writes the reports.
+"""Fault: the driver killed (SIGKILL, job process group) while it writes the reports, on
+``file://`` and on ``viewfs://``.
 
-Three committed run dates exist; a re-run of the middle date is killed as soon as its staging
-folder appears, i.e. while Spark writes the staged datasets. Readers must still see exactly the
-three earlier commits (every dataset of every date byte-identical, each partition readable and
-from one run), and a re-run of the date then completes and replaces that date alone. The cases
-the kill cannot hit reliably (right after the commit marker, half-way through the renames) are
-reproduced step by step in tests/test_io.py.
+Three committed run dates exist; a re-run of the middle date is killed as soon as its ``begin``
+event appears in the commit log (while Spark writes its datasets), or as soon as its ``commit``
+event appears (before it empties the superseded run and ends). Readers must see exactly the
+three earlier commits in the first case and the killed run's commit in the second (every
+dataset of every date from one run), other dates' files byte-identical; a re-run of the date
+then completes at once (the killed driver's lease is void: its process is gone) and replaces
+that date alone. Single steps are in tests/test_io.py.
 """
 
 from __future__ import annotations
@@ -17,10 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 import yaml
-from helpers import REPO, crafted_job_config, crafted_log, job_env, kept_sql_conf
+from helpers import REPO, ReportRoot, crafted_job_config, crafted_log, job_env, kept_sql_conf, read
 
 from receval_spark.cli import main
 
@@ -31,25 +32,30 @@ KILLED = DATES[1]
 DATASETS = ("metrics", "long_tail", "runs")  # comparisons: none (one model, the baseline)
 
 
-def committed(output: Path) -> dict[str, bytes]:
-    """Every file readers see (datasets and rendered pages; not _staging or _trash)."""
-    return {
-        str(p.relative_to(output)): p.read_bytes()
-        for p in sorted(output.rglob("*"))
-        if p.is_file() and not str(p.relative_to(output)).startswith("_")
-    }
-
-
-def single_run(output: Path, dataset: str, date: str) -> str:
-    """The one run id of a partition (read with pyarrow: a reader outside Spark)."""
-    ids = set(pq.read_table(output / dataset / f"run_date={date}").column("run_id").to_pylist())
+def run_of(spark, root: ReportRoot, dataset: str, date: str) -> str:
+    """The one run id readers see for a dataset and date."""
+    ids = {r.run_id for r in read(spark, root.uri, dataset, date).select("run_id").collect()}
     assert len(ids) == 1, (dataset, date, ids)
     return ids.pop()
 
 
-def kill_during_staging(config: Path, output: Path, *, timeout: float = 600) -> str:
-    """Start ``receval evaluate`` and SIGKILL its process group once a staging folder appears;
-    return what the staging folder held at that moment."""
+def files_of(root: ReportRoot, date: str) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root.local)): p.read_bytes()
+        for p in sorted(root.local.glob(f"*/run_date={date}/**/*"))
+        if p.is_file()
+    }
+
+
+def events(root: ReportRoot, kind: str) -> set[str]:
+    """Names of the log's event folders of one kind that hold their file."""
+    return {p.parent.name for p in root.local.glob(f"_commits/*.{kind}/part-*")}
+
+
+def kill_at(config: Path, root: ReportRoot, kind: str, *, timeout: float = 600) -> str:
+    """Start ``receval evaluate`` and SIGKILL its process group once a new ``kind`` event
+    appears in the log; return that event's folder name."""
+    known = events(root, kind)
     proc = subprocess.Popen(
         [sys.executable, "-m", "receval_spark", "evaluate", "--config", str(config)],
         cwd=REPO,
@@ -58,17 +64,16 @@ def kill_during_staging(config: Path, output: Path, *, timeout: float = 600) -> 
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    staging = output / "_staging"
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            runs = list(staging.glob("*")) if staging.exists() else []
-            if runs:
+            new = events(root, kind) - known
+            if new:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=60)
-                return ", ".join(sorted(str(p.relative_to(staging)) for p in runs[0].rglob("*")))
+                return new.pop()
             time.sleep(0.01)
-        pytest.fail(f"the job ended (exit {proc.poll()}) before its staging folder was seen")
+        pytest.fail(f"the job ended (exit {proc.poll()}) before its {kind} event was seen")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -76,13 +81,25 @@ def kill_during_staging(config: Path, output: Path, *, timeout: float = 600) -> 
     raise AssertionError("unreachable")
 
 
-def test_driver_killed_while_writing_reports_loses_nothing(spark, tmp_path) -> None:
+@pytest.mark.parametrize(
+    ("report_root", "kill_after"),
+    [("file", "begin"), ("viewfs", "commit")],
+    indirect=["report_root"],
+)
+def test_driver_killed_while_writing_reports_loses_nothing(
+    spark, tmp_path, report_root: ReportRoot, viewfs_mount, kill_after: str
+) -> None:
     raw = crafted_job_config(
         tmp_path, crafted_log(reconsumed=False), [{"name": "popularity", "kind": "popularity"}]
     )
-    raw["spark"]["conf"] = {"spark.sql.shuffle.partitions": 2, "spark.ui.enabled": False}
+    link, target = viewfs_mount[0].split("=", 1)
+    raw["spark"]["conf"] = {
+        "spark.sql.shuffle.partitions": 2,
+        "spark.ui.enabled": False,
+        link: target,
+    }
+    raw["output"]["path"] = report_root.uri
     config = tmp_path / "job.yaml"
-    output = tmp_path / "reports"
 
     def write_config(date: str) -> None:
         raw["run"]["date"] = date
@@ -92,24 +109,33 @@ def test_driver_killed_while_writing_reports_loses_nothing(spark, tmp_path) -> N
         write_config(date)
         with kept_sql_conf(spark):
             assert main(["evaluate", "--config", str(config)]) == 0
-    before = committed(output)
-    runs_before = {d: single_run(output, "runs", d) for d in DATES}
+    runs_before = {d: run_of(spark, report_root, "runs", d) for d in DATES}
+    others_before = {d: files_of(report_root, d) for d in DATES if d != KILLED}
 
     write_config(KILLED)
-    staged = kill_during_staging(config, output)
-    print(f"killed while staging held: {staged or '(empty folder)'}")
+    event = kill_at(config, report_root, kill_after)
+    killed_run = event.split(".")[0]
+    print(f"killed after {event}")
 
-    assert committed(output) == before, f"visible reports changed (staging held: {staged})"
+    seen = killed_run if kill_after == "commit" else runs_before[KILLED]
     for date in DATES:
         for dataset in DATASETS:
-            assert single_run(output, dataset, date) == runs_before[date]
+            assert run_of(spark, report_root, dataset, date) == (
+                seen if date == KILLED else runs_before[date]
+            ), (dataset, date)
+    assert {d: files_of(report_root, d) for d in others_before} == others_before
 
     with kept_sql_conf(spark):
-        assert main(["evaluate", "--config", str(config)]) == 0  # the re-run completes
-    after = committed(output)
-    rerun = single_run(output, "runs", KILLED)
-    assert rerun != runs_before[KILLED]
+        assert main(["evaluate", "--config", str(config)]) == 0  # the re-run completes at once
+    rerun = run_of(spark, report_root, "runs", KILLED)
+    assert rerun not in (runs_before[KILLED], killed_run)
     for dataset in DATASETS:
-        assert single_run(output, dataset, KILLED) == rerun
-    others = {k: v for k, v in before.items() if KILLED not in k}
-    assert {k: after[k] for k in others} == others, "another date changed"
+        assert run_of(spark, report_root, dataset, KILLED) == rerun
+    assert {d: files_of(report_root, d) for d in others_before} == others_before
+    # the killed run's and the superseded runs' folders of the date hold no data any more
+    leftover = [
+        p
+        for p in report_root.local.glob(f"*/run_date={KILLED}/run=*/*.parquet")
+        if f"run={rerun}" not in str(p)
+    ]
+    assert not leftover

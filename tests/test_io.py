@@ -1,17 +1,23 @@
-"""Report commit protocol of ``receval_spark.io.write_reports`` and ``to_uri``.
+"""The report commit of ``receval_spark.io`` (module doc): through Spark alone, on ``file://``
+and on ``viewfs://`` (a Hadoop filesystem the driver's Python cannot open).
 
-A run date's partitions of every dataset are replaced together or not at all; other dates are
-never touched; a crash after the commit marker is rolled forward by the next commit.
+Readers see, per run date, exactly the rows of the run that committed it last; a failed or
+killed run is never seen and is emptied by the next writer; other dates are never touched; one
+writer at a time.
 """
 
 from __future__ import annotations
 
-import json
+import datetime as dt
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import ReportRoot
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -20,12 +26,13 @@ from receval_spark.config import InteractionsSource
 from receval_spark.io import read_table, to_uri, write_reports
 
 D1, D2 = "2026-01-01", "2026-01-02"
+SCHEMA = "run_id string, i int, value double"
 
 
 def frame(spark: SparkSession, run_id: str, rows: int = 3) -> DataFrame:
-    return spark.createDataFrame(
-        [(run_id, i, float(i) / 2) for i in range(rows)], "run_id string, i int, value double"
-    ).coalesce(1)
+    return spark.createDataFrame([(run_id, i, float(i) / 2) for i in range(rows)], SCHEMA).coalesce(
+        1
+    )
 
 
 def tables(
@@ -37,243 +44,237 @@ def tables(
     return {name: frame(spark, run_id, rows) for name in datasets}
 
 
-def partition(output: Path, dataset: str, date: str) -> Path:
-    return output / dataset / f"run_date={date}"
+def committed(spark: SparkSession, root: ReportRoot, dataset: str) -> set[tuple[str, str, int]]:
+    """(run_date, run_id, i) of the rows readers see."""
+    rows = io.read_committed(spark, root.uri, dataset, schema=frame(spark, "x").schema)
+    return {(r.run_date, r.run_id, r.i) for r in rows.collect()}
 
 
-def run_ids(output: Path, dataset: str, date: str) -> set[str]:
-    """The run ids stored in one committed partition (read with pyarrow, not Spark)."""
-    table = pq.read_table(partition(output, dataset, date))
-    return set(table.column("run_id").to_pylist())
+def runs_seen(spark: SparkSession, root: ReportRoot, dataset: str) -> dict[str, set[str]]:
+    seen: dict[str, set[str]] = {}
+    for date, run_id, _ in committed(spark, root, dataset):
+        seen.setdefault(date, set()).add(run_id)
+    return seen
 
 
-def snapshot(root: Path) -> dict[str, bytes | None]:
-    """Every file (with its bytes) and folder (None) under ``root``, hidden ones included."""
+def data_files(folder: Path) -> list[Path]:
+    """Parquet files under a folder that a reader would open (not _SUCCESS, not .crc)."""
+    return [p for p in folder.rglob("*.parquet") if not p.name.startswith((".", "_"))]
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
     return {
-        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
-        for p in sorted(root.rglob("*"))
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
     }
 
 
-def visible(snap: dict[str, bytes | None]) -> dict[str, bytes | None]:
-    """The part of a snapshot that readers see: datasets, not ``_staging`` or ``_trash``."""
-    return {k: v for k, v in snap.items() if not k.startswith("_")}
+def commit(spark: SparkSession, root: ReportRoot, run_id: str, date: str, **kwargs) -> None:
+    write_reports(
+        tables(spark, run_id, **kwargs), output_path=root.uri, run_date=date, run_id=run_id
+    )
 
 
-def of_date(snap: dict[str, bytes | None], date: str) -> dict[str, bytes | None]:
-    return {k: v for k, v in snap.items() if f"run_date={date}" in k.split("/")[1:2]}
+def begin_by_hand(
+    spark: SparkSession, root: ReportRoot, run_id: str, date: str, *, owner: str, ago: float = 0
+) -> None:
+    """A writer's first steps, by hand: its begin event, then its datasets (no commit)."""
+    at = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(seconds=ago)
+    datasets = ("metrics", "runs")
+    event = io.LogEvent(run_id, "begin", date, datasets, at, owner)
+    io.append_event(spark, root.uri, event, tag="00000")
+    for name in datasets:
+        frame(spark, run_id).write.parquet(io.run_folder(root.uri, name, date, run_id))
 
 
-def leftovers(output: Path, run_id: str) -> list[Path]:
-    return [p for p in (output / "_staging" / run_id, output / "_trash" / run_id) if p.exists()]
+def dead_owner() -> str:
+    """host:pid of a process of this host that has ended."""
+    child = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return f"{os.uname().nodename}:{child.stdout.strip()}"
 
 
-def test_commits_a_date(spark: SparkSession, tmp_path: Path) -> None:
-    out = tmp_path / "reports"
-    write_reports(tables(spark, "r1"), output_path=str(out), run_date=D1, run_id="r1")
+def test_commits_a_date(spark: SparkSession, report_root: ReportRoot) -> None:
+    commit(spark, report_root, "r1", D1)
     for name in ("metrics", "runs", "per_user"):
-        assert run_ids(out, name, D1) == {"r1"}
-        assert (partition(out, name, D1) / "_SUCCESS").exists()
-        assert not (out / name / "run_date=D1").exists()
-    assert not (out / "comparisons").exists()
-    assert leftovers(out, "r1") == []
-    # Spark readers discover the partition column and see nothing of the commit machinery.
-    read = spark.read.parquet(to_uri(str(out / "metrics")))
-    assert sorted(read.columns) == ["i", "run_date", "run_id", "value"]
-    assert [str(r.run_date) for r in read.select("run_date").distinct().collect()] == [D1]
-    assert read.count() == 3
+        assert runs_seen(spark, report_root, name) == {D1: {"r1"}}
+        folder = report_root.local / name / f"run_date={D1}" / "run=r1"
+        assert data_files(folder) and (folder / "_SUCCESS").exists()
+    assert not (report_root.local / "comparisons").exists()
+    events = io.read_log(spark, report_root.uri)
+    assert [e.event for e in sorted(events, key=lambda e: e.at)][:1] == ["begin"]
+    assert {e.event for e in events} == {"begin", "commit", "end"}
+    # a plain Spark read of a dataset folder sees the run partition column as well
+    plain = spark.read.parquet(f"{report_root.uri}/metrics")
+    assert sorted(plain.columns) == ["i", "run", "run_date", "run_id", "value"]
+    assert plain.count() == 3
 
 
 def test_rewriting_a_date_replaces_it_and_leaves_other_dates(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, report_root: ReportRoot
 ) -> None:
-    out = tmp_path / "reports"
-    write_reports(tables(spark, "r1"), output_path=str(out), run_date=D1, run_id="r1")
-    write_reports(tables(spark, "r2"), output_path=str(out), run_date=D2, run_id="r2")
-    d1_before = of_date(snapshot(out), D1)
-    assert d1_before
+    commit(spark, report_root, "r1", D1)
+    commit(spark, report_root, "r2", D2)
+    d1_before = snapshot(report_root.local / "metrics" / f"run_date={D1}")
 
-    write_reports(tables(spark, "r3", rows=5), output_path=str(out), run_date=D2, run_id="r3")
+    commit(spark, report_root, "r3", D2, rows=5)
 
     for name in ("metrics", "runs", "per_user"):
-        assert run_ids(out, name, D2) == {"r3"}
-        assert pq.read_table(partition(out, name, D2)).num_rows == 5
-    assert of_date(snapshot(out), D1) == d1_before
-    assert leftovers(out, "r2") == leftovers(out, "r3") == []
-    both = spark.read.parquet(to_uri(str(out / "metrics")))
-    assert {(str(r.run_date), r.run_id) for r in both.select("run_date", "run_id").collect()} == {
+        assert runs_seen(spark, report_root, name) == {D1: {"r1"}, D2: {"r3"}}
+    assert len(committed(spark, report_root, "metrics")) == 3 + 5
+    assert snapshot(report_root.local / "metrics" / f"run_date={D1}") == d1_before
+    # the superseded run's folders are emptied: a plain read sees the committed rows only
+    assert not data_files(report_root.local / "metrics" / f"run_date={D2}" / "run=r2")
+    plain = spark.read.parquet(f"{report_root.uri}/metrics")
+    assert {(str(r.run_date), r.run_id) for r in plain.select("run_date", "run_id").collect()} == {
         (D1, "r1"),
         (D2, "r3"),
     }
 
 
-def test_dataset_not_written_again_is_removed_for_that_date(
-    spark: SparkSession, tmp_path: Path
+def test_dataset_not_written_again_is_absent_for_that_date(
+    spark: SparkSession, report_root: ReportRoot
 ) -> None:
-    out = tmp_path / "reports"
-    write_reports(tables(spark, "r1"), output_path=str(out), run_date=D1, run_id="r1")
-    write_reports(tables(spark, "r2"), output_path=str(out), run_date=D2, run_id="r2")
-    d1_before = of_date(snapshot(out), D1)
+    commit(spark, report_root, "r1", D1)
+    commit(spark, report_root, "r2", D2)
+    commit(spark, report_root, "r3", D2, datasets=("metrics", "runs"))
 
-    write_reports(
-        tables(spark, "r3", ("metrics", "runs")), output_path=str(out), run_date=D2, run_id="r3"
-    )
-
-    assert not partition(out, "per_user", D2).exists()
-    assert run_ids(out, "metrics", D2) == run_ids(out, "runs", D2) == {"r3"}
-    assert run_ids(out, "per_user", D1) == {"r1"}
-    assert of_date(snapshot(out), D1) == d1_before
+    assert runs_seen(spark, report_root, "per_user") == {D1: {"r1"}}
+    assert runs_seen(spark, report_root, "metrics") == {D1: {"r1"}, D2: {"r3"}}
 
 
-def test_failure_while_writing_changes_nothing(spark: SparkSession, tmp_path: Path) -> None:
-    out = tmp_path / "reports"
-    write_reports(tables(spark, "r1"), output_path=str(out), run_date=D1, run_id="r1")
-    before = snapshot(out)
+def test_failure_while_writing_changes_nothing_readers_see(
+    spark: SparkSession, report_root: ReportRoot
+) -> None:
+    commit(spark, report_root, "r1", D1)
+    before = {name: committed(spark, report_root, name) for name in ("metrics", "runs")}
 
     @F.udf("double")
     def explode(value):
         raise RuntimeError("boom inside a Python UDF")
 
     failing = frame(spark, "r2").withColumn("value", explode("value"))
-    # metrics is staged completely before runs fails: the partial staging must not survive.
+    # metrics is written completely before runs fails: readers must never see it
     doomed = {"metrics": frame(spark, "r2"), "runs": failing, "per_user": frame(spark, "r2")}
     with pytest.raises(Exception, match="boom inside a Python UDF"):
-        write_reports(doomed, output_path=str(out), run_date=D1, run_id="r2")
+        write_reports(doomed, output_path=report_root.uri, run_date=D1, run_id="r2")
 
-    assert snapshot(out) == before
-    assert leftovers(out, "r2") == []
-    for name in ("metrics", "runs", "per_user"):
-        assert run_ids(out, name, D1) == {"r1"}
-
-
-def test_failure_on_a_new_date_leaves_no_partition(spark: SparkSession, tmp_path: Path) -> None:
-    out = tmp_path / "reports"
-    write_reports(tables(spark, "r1"), output_path=str(out), run_date=D1, run_id="r1")
-    before = snapshot(out)
-
-    @F.udf("double")
-    def explode(value):
-        raise RuntimeError("boom")
-
-    doomed = {"metrics": frame(spark, "r2"), "runs": frame(spark, "r2").select(explode("value"))}
-    with pytest.raises(Exception, match="boom"):
-        write_reports(doomed, output_path=str(out), run_date=D2, run_id="r2")
-
-    assert snapshot(out) == before
-    assert not list(out.glob(f"*/run_date={D2}"))
+    assert {name: committed(spark, report_root, name) for name in ("metrics", "runs")} == before
+    assert not data_files(report_root.local / "metrics" / f"run_date={D1}" / "run=r2")
+    states = io.run_states(io.read_log(spark, report_root.uri))
+    assert states["r2"].discarded and states["r2"].ended and states["r2"].committed is None
 
 
-def test_unknown_dataset_is_refused_before_writing(spark: SparkSession, tmp_path: Path) -> None:
-    out = tmp_path / "reports"
+def test_unknown_dataset_is_refused_before_writing(
+    spark: SparkSession, report_root: ReportRoot
+) -> None:
     with pytest.raises(ValueError, match="unknown report datasets"):
         write_reports(
             {"metrics": frame(spark, "r1"), "metricz": frame(spark, "r1")},
-            output_path=str(out),
+            output_path=report_root.uri,
             run_date=D1,
             run_id="r1",
         )
-    assert not out.exists() or visible(snapshot(out)) == {}
+    assert not report_root.local.exists() or not list(report_root.local.iterdir())
 
 
 # ---------------------------------------------------------------------------------------------
-# crash recovery
+# a killed driver, and one writer at a time
 
 
-def stage(
-    spark: SparkSession, out: Path, run_id: str, date: str, datasets: tuple[str, ...]
-) -> Path:
-    """Step 1 of the protocol by hand: every dataset written under _staging/<run_id>."""
-    for name in datasets:  # URI built as write_reports does (Path.as_uri would escape '=')
-        frame(spark, run_id).write.parquet(
-            f"{to_uri(str(out))}/_staging/{run_id}/{name}/run_date={date}"
-        )
-    staging = out / "_staging" / run_id
-    assert (staging / datasets[0] / f"run_date={date}" / "_SUCCESS").exists()
-    return staging
-
-
-def mark_committed(staging: Path, date: str, datasets: tuple[str, ...]) -> None:
-    """Step 2 by hand: the marker that makes the staged run the winner."""
-    manifest = {"run_date": date, "written": sorted(datasets)}
-    (staging / io._MARKER).write_text(json.dumps(manifest), encoding="utf-8")
-
-
-def test_crash_right_after_the_marker_is_rolled_forward(
-    spark: SparkSession, tmp_path: Path
+def test_a_killed_run_is_never_seen_and_the_next_writer_discards_it(
+    spark: SparkSession, report_root: ReportRoot
 ) -> None:
-    out = tmp_path / "reports"
-    write_reports(tables(spark, "r1"), output_path=str(out), run_date=D1, run_id="r1")
-    written = ("metrics", "runs")
-    staging = stage(spark, out, "r2", D1, written)
-    mark_committed(staging, D1, written)
-    # the process died here: nothing promoted yet, readers still see r1
-    assert run_ids(out, "metrics", D1) == {"r1"}
+    commit(spark, report_root, "r1", D1)
+    begin_by_hand(spark, report_root, "r2", D1, owner=dead_owner())  # died before its commit
+    assert runs_seen(spark, report_root, "metrics") == {D1: {"r1"}}
 
-    write_reports(tables(spark, "r3"), output_path=str(out), run_date=D2, run_id="r3")
+    commit(spark, report_root, "r3", D2)  # its owner is gone: no wait, and r2 is discarded
 
-    assert run_ids(out, "metrics", D1) == run_ids(out, "runs", D1) == {"r2"}
-    assert not partition(out, "per_user", D1).exists()  # not written by r2: removed with D1
-    for name in ("metrics", "runs", "per_user"):
-        assert run_ids(out, name, D2) == {"r3"}
-    assert leftovers(out, "r2") == leftovers(out, "r3") == []
+    assert runs_seen(spark, report_root, "metrics") == {D1: {"r1"}, D2: {"r3"}}
+    assert not data_files(report_root.local / "metrics" / f"run_date={D1}" / "run=r2")
+    assert io.run_states(io.read_log(spark, report_root.uri))["r2"].discarded
 
 
-def test_crash_in_the_middle_of_promotion_is_rolled_forward(
-    spark: SparkSession, tmp_path: Path
+def test_a_run_killed_after_its_commit_is_committed(
+    spark: SparkSession, report_root: ReportRoot
 ) -> None:
-    out = tmp_path / "reports"
-    write_reports(tables(spark, "r1"), output_path=str(out), run_date=D1, run_id="r1")
-    write_reports(tables(spark, "r1b"), output_path=str(out), run_date=D2, run_id="r1b")
-    d2_before = of_date(snapshot(out), D2)
-    written = ("metrics", "per_user", "runs")
-    staging = stage(spark, out, "r2", D1, written)
-    mark_committed(staging, D1, written)
-    # step 3 got as far as promoting metrics (old one into the trash) before the crash
-    trash = out / "_trash" / "r2" / "metrics"
-    trash.mkdir(parents=True)
-    partition(out, "metrics", D1).rename(trash / f"run_date={D1}")
-    (staging / "metrics" / f"run_date={D1}").rename(partition(out, "metrics", D1))
+    commit(spark, report_root, "r1", D1)
+    owner = dead_owner()
+    begin_by_hand(spark, report_root, "r2", D1, owner=owner)
+    at = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    commit_event = io.LogEvent("r2", "commit", D1, ("metrics", "runs"), at, owner)
+    io.append_event(spark, report_root.uri, commit_event, tag="00001")
+    # died here: no end event, r1's folders still full; readers already see r2 alone
+    assert runs_seen(spark, report_root, "metrics") == {D1: {"r2"}}
+    assert runs_seen(spark, report_root, "per_user") == {}  # r2 did not write it
 
-    write_reports(tables(spark, "r3"), output_path=str(out), run_date="2026-01-03", run_id="r3")
+    commit(spark, report_root, "r3", D2)
 
-    for name in written:
-        assert run_ids(out, name, D1) == {"r2"}
-        assert run_ids(out, name, "2026-01-03") == {"r3"}
-    assert of_date(snapshot(out), D2) == d2_before
-    assert leftovers(out, "r2") == leftovers(out, "r3") == []
+    assert runs_seen(spark, report_root, "metrics") == {D1: {"r2"}, D2: {"r3"}}
+    assert not data_files(report_root.local / "metrics" / f"run_date={D1}" / "run=r1")
 
 
-def test_recovered_run_then_newer_run_for_the_same_date(
-    spark: SparkSession, tmp_path: Path
+@pytest.mark.parametrize("report_root", ["file"], indirect=True)  # the lease: any storage
+def test_a_second_writer_fails_naming_the_live_one(
+    spark: SparkSession, report_root: ReportRoot
 ) -> None:
-    """A committed-but-unfinished older run is finished first, then the newer run replaces it."""
-    out = tmp_path / "reports"
-    write_reports(tables(spark, "r1"), output_path=str(out), run_date=D1, run_id="r1")
-    staging = stage(spark, out, "r2", D1, ("metrics", "runs", "per_user"))
-    mark_committed(staging, D1, ("metrics", "runs", "per_user"))
+    commit(spark, report_root, "r1", D1)
+    live = f"{os.uname().nodename}:{os.getpid()}"  # this process: alive
+    begin_by_hand(spark, report_root, "r2", D2, owner=live)
 
+    with pytest.raises(io.WriterConflict, match=r"run r2 .* is writing to .*one writer at a time"):
+        commit(spark, report_root, "r3", D2)
+
+    assert runs_seen(spark, report_root, "metrics") == {D1: {"r1"}}
+    states = io.run_states(io.read_log(spark, report_root.uri))
+    assert states["r3"].ended and states["r3"].committed is None
+    assert not states["r2"].discarded  # the live run is left alone
+
+
+@pytest.mark.parametrize("report_root", ["file"], indirect=True)  # the lease: any storage
+def test_a_lease_without_heartbeats_lapses(spark: SparkSession, report_root: ReportRoot) -> None:
+    """A writer on another host (its pid cannot be checked) that stopped beating."""
+    begin_by_hand(spark, report_root, "r2", D1, owner="elsewhere:1", ago=30)
     write_reports(
-        tables(spark, "r3", ("metrics", "runs")), output_path=str(out), run_date=D1, run_id="r3"
+        tables(spark, "r3"), output_path=report_root.uri, run_date=D1, run_id="r3", lease_seconds=20
     )
-
-    assert run_ids(out, "metrics", D1) == run_ids(out, "runs", D1) == {"r3"}
-    assert not partition(out, "per_user", D1).exists()
-    assert leftovers(out, "r2") == leftovers(out, "r3") == []
+    assert runs_seen(spark, report_root, "metrics") == {D1: {"r3"}}
+    assert io.run_states(io.read_log(spark, report_root.uri))["r2"].discarded
 
 
-def test_uncommitted_staging_is_never_promoted(spark: SparkSession, tmp_path: Path) -> None:
-    """A run that died before the marker leaves only an ignored _staging folder."""
-    out = tmp_path / "reports"
-    write_reports(tables(spark, "r1"), output_path=str(out), run_date=D1, run_id="r1")
-    stage(spark, out, "r0", D1, ("metrics", "runs"))  # no marker
-    d1_before = of_date(snapshot(out), D1)
+@pytest.mark.parametrize("report_root", ["file"], indirect=True)  # the lease: any storage
+def test_a_run_given_up_as_dead_refuses_to_commit(
+    spark: SparkSession, report_root: ReportRoot
+) -> None:
+    commit(spark, report_root, "r1", D1)
+    root = report_root.uri
+    with io.Lease(
+        spark, root, run_id="r2", run_date=D1, datasets=("metrics",), lease_seconds=600
+    ) as lease:
+        frame(spark, "r2").write.parquet(io.run_folder(root, "metrics", D1, "r2"))
+        now = dt.datetime.now(dt.UTC)
+        io.append_event(
+            spark, root, io.LogEvent("r2", "discard", D1, ("metrics",), now, "x:1"), tag="by-r9"
+        )
+        with pytest.raises(io.WriterConflict, match="given up on as dead"):
+            lease.commit()
+    assert runs_seen(spark, report_root, "metrics") == {D1: {"r1"}}
 
-    write_reports(tables(spark, "r3"), output_path=str(out), run_date=D2, run_id="r3")
 
-    assert of_date(snapshot(out), D1) == d1_before
-    assert run_ids(out, "metrics", D1) == {"r1"}
-    read = spark.read.parquet(to_uri(str(out / "metrics")))
-    assert {r.run_id for r in read.select("run_id").distinct().collect()} == {"r1", "r3"}
+@pytest.mark.parametrize("report_root", ["file"], indirect=True)  # the lease: any storage
+def test_heartbeats_keep_a_slow_writer_alive(spark: SparkSession, report_root: ReportRoot) -> None:
+    with io.Lease(
+        spark, report_root.uri, run_id="r1", run_date=D1, datasets=("metrics",), lease_seconds=3
+    ):
+        import time
+
+        time.sleep(4)
+        events = io.read_log(spark, report_root.uri)
+    assert sum(e.event == "heartbeat" for e in events) >= 2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,20 +296,23 @@ def test_write_reports_to_a_relative_path(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     write_reports(tables(spark, "r1"), output_path="reports", run_date=D1, run_id="r1")
-    assert run_ids(tmp_path / "reports", "metrics", D1) == {"r1"}
+    assert data_files(tmp_path / "reports" / "metrics" / f"run_date={D1}" / "run=r1")
 
 
 def test_write_reports_to_a_file_uri(spark: SparkSession, tmp_path: Path) -> None:
     out = tmp_path / "reports"
     write_reports(tables(spark, "r1"), output_path=out.as_uri(), run_date=D1, run_id="r1")
-    assert run_ids(out, "metrics", D1) == {"r1"}
+    assert data_files(out / "metrics" / f"run_date={D1}" / "run=r1")
 
 
 def test_write_reports_to_a_path_with_a_space(spark: SparkSession, tmp_path: Path) -> None:
-    """Spark and pyarrow must agree on the folder: no literal '%20' directory."""
+    """No literal '%20' directory: Hadoop reads a URI's path as written."""
     out = tmp_path / "my reports"
     write_reports(tables(spark, "r1"), output_path=str(out), run_date=D1, run_id="r1")
-    assert run_ids(out, "metrics", D1) == {"r1"}
+    assert data_files(out / "metrics" / f"run_date={D1}" / "run=r1")
+    assert (
+        io.read_committed(spark, str(out), "metrics", schema=frame(spark, "x").schema).count() == 3
+    )
     assert not (tmp_path / "my%20reports").exists()
 
 
@@ -324,3 +328,32 @@ def test_read_table_path_with_special_characters(
     df = read_table(spark, source, key="data.interactions")
     assert sorted(df.columns) == ["item_id", "user_id"]
     assert df.count() == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# every byte through Spark
+
+# Filesystem clients beside Spark's Hadoop one: they cannot open s3a://, viewfs://, dbfs:/ ...
+SECOND_CLIENTS = {"pyarrow.fs", "pyarrow.parquet", "pyarrow.dataset", "fsspec", "hdfs"}
+SECOND_CLIENT_CALLS = {"from_uri", "read_parquet", "to_parquet", "read_table", "write_table"}
+
+
+def test_the_package_reads_and_writes_reports_only_through_spark() -> None:
+    import ast
+
+    from helpers import REPO
+
+    found = []
+    for path in sorted((REPO / "receval_spark").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            modules = []
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                modules = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            clients = [m for m in modules if m in SECOND_CLIENTS]
+            found += [f"{path.name}:{node.lineno}: import {m}" for m in clients]
+            if isinstance(node, ast.Attribute) and node.attr in SECOND_CLIENT_CALLS:
+                found.append(f"{path.name}:{node.lineno}: .{node.attr}")
+    assert not found, found

@@ -1,5 +1,5 @@
 """The human report (DESIGN §9): one self-contained HTML page and a Markdown summary, rendered
-from the Parquet report datasets alone (read with pyarrow; they are small per run date)."""
+from the committed report datasets alone (read through Spark; they are small per run date)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,14 @@ from typing import Any
 
 import jinja2
 import pandas as pd
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from receval_spark.errors import InputError
+from receval_spark.io import committed_runs, read_committed, read_log, report_root
 from receval_spark.registry import SESSION_PROTOCOL
 from receval_spark.report import plots
+from receval_spark.results import REPORT_SCHEMAS
 
 HEADLINE = ("ndcg", "precision", "recall", "map", "mrr", "coverage", "novelty")
 RATING_HEADLINE = ("rmse", "mae", "mse")  # task rating_prediction: no cut-off
@@ -45,33 +49,34 @@ class ReportData:
     sampled: pd.DataFrame = field(default_factory=pd.DataFrame)  # protocol sampled_<N> rows
 
 
-def load_report(reports: Path, date: str | None = None) -> ReportData:
-    """The datasets of ``date`` (default: the latest run date under ``reports/runs``) and the
-    metric history of the earlier dates."""
-    runs_path = reports / "runs"
-    dates = sorted(p.name.removeprefix("run_date=") for p in runs_path.glob("run_date=*"))
+def load_report(spark: SparkSession, output: str, date: str | None = None) -> ReportData:
+    """The committed datasets of ``date`` (default: the latest committed run date) and the
+    metric history of it and every earlier date, read through Spark."""
+    committed = committed_runs(read_log(spark, report_root(output)))
+    dates = sorted(day for day, run in committed.items() if "runs" in run.datasets)
     if not dates:
-        raise InputError(f"--reports: no run found under {runs_path}; run receval first.")
+        raise InputError(f"--reports: no committed run under {output}; run receval first.")
     date = date or dates[-1]
     if date not in dates:
-        raise InputError(f"--date: no run for {date} under {reports} (dates: {', '.join(dates)}).")
+        raise InputError(f"--date: no run for {date} under {output} (dates: {', '.join(dates)}).")
 
-    def read(name: str, day: str = date) -> pd.DataFrame:
-        folder = reports / name / f"run_date={day}"
-        return pd.read_parquet(folder) if folder.exists() else pd.DataFrame()
+    def read(name: str) -> pd.DataFrame:
+        rows = read_committed(spark, output, name, schema=REPORT_SCHEMAS[name], dates=[date])
+        return rows.drop("run_date").toPandas()
 
     run = read("runs").iloc[0].to_dict()
     run["tuning"] = run.get("tuning") or "{}"  # runs written before tuning existed lack it
     for key in ("config", "split", "versions", "tuning"):
         run[key] = json.loads(run[key])
-    run["checks"] = [dict(c) for c in run["checks"]]
+    run["checks"] = [c.asDict() if hasattr(c, "asDict") else dict(c) for c in run["checks"]]
     for key in ("warnings", "alerts"):
-        run[key] = list(run.get(key, []))
-    history = [
-        _full(frame[frame["segment"] == "all"]).assign(run_date=day)
-        for day in dates
-        if day <= date and not (frame := read("metrics", day)).empty
-    ]
+        run[key] = [] if run.get(key) is None else list(run[key])
+    earlier = [day for day in dates if day <= date]
+    history = (
+        read_committed(spark, output, "metrics", schema=REPORT_SCHEMAS["metrics"], dates=earlier)
+        .filter(F.col("segment") == "all")
+        .toPandas()
+    )
     metrics, comparisons = read("metrics"), read("comparisons")
     return ReportData(
         date=date,
@@ -81,7 +86,7 @@ def load_report(reports: Path, date: str | None = None) -> ReportData:
         off_policy=read("off_policy"),
         sampled=metrics[~_is_full(metrics)] if not metrics.empty else pd.DataFrame(),
         run=run,
-        history=pd.concat(history, ignore_index=True) if history else pd.DataFrame(),
+        history=_full(history) if not history.empty else pd.DataFrame(),
     )
 
 
@@ -354,12 +359,10 @@ def render(data: ReportData) -> tuple[str, str]:
     )
 
 
-def write_report(reports: Path, *, date: str | None = None, out: Path | None = None) -> Path:
-    """Render and write report.html and report.md (default: reports/report/<date>/), each
-    replaced whole (written to a temporary file, then renamed)."""
-    data = load_report(reports, date)
+def write_report(data: ReportData, target: Path) -> Path:
+    """Render ``data`` and write ``target`` (HTML) and the Markdown beside it, each replaced
+    whole (written to a temporary file, then renamed); returns ``target``."""
     html, markdown = render(data)
-    target = out or reports / "report" / data.date / "report.html"
     target.parent.mkdir(parents=True, exist_ok=True)
     for path, text in ((target, html), (target.with_suffix(".md"), markdown)):
         partial = path.with_name(f".{path.name}.partial")

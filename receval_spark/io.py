@@ -4,7 +4,7 @@ input tables, and the report datasets committed per run date (README, "Report la
 Layout under an output root (``file://``, ``hdfs://``, ``s3a://``, ``abfss://``, ``viewfs://``...):
 
     <dataset>/run_date=D/run=R/part-*.parquet     run R's rows of one dataset and date
-    _commits/<R>.<n>.<event>/part-*.parquet        the commit log: one small file per event
+    _commits/events/<R>.<n>.<event>/part-*.parquet the commit log: one small file per event
 
 A run writes its datasets under its own ``run=R`` folders, then appends a ``commit`` event
 (the run date and the datasets written) to the log. That one file is the commit: it appears
@@ -119,7 +119,7 @@ def read_table(spark: SparkSession, source: _FileSource, *, key: str) -> DataFra
 # date and datasets it will write), heartbeat (it still holds it), commit (the run date now
 # reads from this run), end (the lease is given back), discard (a later writer emptied this
 # run's folders).
-LOG = "_commits"
+LOG = "_commits/events"
 LOG_SCHEMA = T.StructType(
     [
         T.StructField("run_id", T.StringType(), False),
@@ -185,8 +185,16 @@ def read_log(spark: SparkSession, root: str) -> list[LogEvent]:
     """Every event of the commit log at ``root`` (none when there is no log yet). The log
     grows by a few rows per run, never with users or interactions."""
     try:
-        # a glob of the event folders: Spark would warn that a path named _... is hidden
-        rows = spark.read.schema(LOG_SCHEMA).parquet(f"{root}/{LOG}/*").collect()
+        # The folder is named twice: for a single path Spark first probes for a streaming
+        # sink's metadata and logs a stack trace when the folder is missing (a new output).
+        # Reading each event twice changes no state (run_states takes min, max and any).
+        folder = f"{root}/{LOG}"
+        rows = (
+            spark.read.schema(LOG_SCHEMA)
+            .option("recursiveFileLookup", "true")
+            .parquet(folder, folder)
+            .collect()
+        )
     except AnalysisException as exc:
         if exc.getCondition() == "PATH_NOT_FOUND":
             return []

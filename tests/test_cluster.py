@@ -555,7 +555,8 @@ def test_demo_on_the_cluster_matches_local_mode(
     outside = [(n, o) for n, o in executor if "receval_spark.zip/receval_spark/" not in o]
     assert not outside, f"executor imports not from the shipped zip: {outside}"
 
-    assert "receval report --reports viewfs://" in proc.stderr, proc.stderr  # how to render
+    # how to render the page (spark-submit merges the Python driver's stderr into stdout)
+    assert "receval report --reports viewfs://" in proc.stdout, proc.stdout
     summary = assert_same_metrics(
         local_metrics,
         read_metrics(viewfs_mount[1] / f"cluster-{tmp_path.name}"),

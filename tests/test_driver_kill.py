@@ -49,7 +49,7 @@ def files_of(root: ReportRoot, date: str) -> dict[str, bytes]:
 
 def events(root: ReportRoot, kind: str) -> set[str]:
     """Names of the log's event folders of one kind that hold their file."""
-    return {p.parent.name for p in root.local.glob(f"_commits/*.{kind}/part-*")}
+    return {p.parent.name for p in root.local.glob(f"_commits/events/*.{kind}/part-*")}
 
 
 def kill_at(config: Path, root: ReportRoot, kind: str, *, timeout: float = 600) -> str:

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from helpers import TINY_SPARK_CONF, kept_sql_conf
+from helpers import TINY_SPARK_CONF, kept_sql_conf, read
 
 from receval_spark.cli import main
 
@@ -201,7 +201,7 @@ def good_run(spark, tmp_path_factory) -> dict[str, Any]:
 
 def test_off_policy_rows_for_every_model_equal_a_hand_computation(spark, good_run):
     assert good_run["status"] == 0, good_run["stderr"]
-    frame = spark.read.parquet(f"{good_run['output'].as_uri()}/off_policy/run_date={DATE}")
+    frame = read(spark, good_run["output"], "off_policy", DATE)
     assert frame.dtypes == OFF_POLICY_TYPES
     rows = {(r.model, r.estimator): r for r in frame.collect()}
     n = len(good_run["data"]["impressions"])

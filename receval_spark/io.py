@@ -250,13 +250,21 @@ def committed_runs(events: Sequence[LogEvent]) -> dict[str, RunState]:
 
 
 def committed_paths(
-    spark: SparkSession, output_path: str, dataset: str, dates: Sequence[str] | None = None
+    spark: SparkSession,
+    output_path: str,
+    dataset: str,
+    dates: Sequence[str] | None = None,
+    *,
+    committed: Mapping[str, RunState] | None = None,
 ) -> list[str]:
-    """The folders of ``dataset`` that readers see: one per committed run date (of ``dates``)."""
+    """The folders of ``dataset`` that readers see: one per committed run date (of ``dates``);
+    ``committed`` (:func:`committed_runs`) saves reading the log again."""
     root = report_root(output_path)
+    if committed is None:
+        committed = committed_runs(read_log(spark, root))
     return [
         run_folder(root, dataset, date, state.run_id)
-        for date, state in sorted(committed_runs(read_log(spark, root)).items())
+        for date, state in sorted(committed.items())
         if dataset in state.datasets and (dates is None or date in dates)
     ]
 
@@ -268,11 +276,12 @@ def read_committed(
     *,
     schema: T.StructType,
     dates: Sequence[str] | None = None,
+    committed: Mapping[str, RunState] | None = None,
 ) -> DataFrame:
     """The committed rows of one report dataset (every run date, or ``dates``), with a string
     ``run_date`` column; no rows (in ``schema``) when nothing is committed."""
     root = report_root(output_path)
-    paths = committed_paths(spark, output_path, dataset, dates)
+    paths = committed_paths(spark, output_path, dataset, dates, committed=committed)
     if not paths:
         empty = spark.createDataFrame([], schema)
         return empty.withColumn("run_date", F.lit(None).cast("string"))

@@ -336,6 +336,33 @@ def port_accepts(port: int) -> bool:
         return False
 
 
+def kill_at_event(config: Path, log: Path, kind: str, *, timeout: float = 600) -> str:
+    """Start ``receval evaluate --config config`` and SIGKILL its process group as soon as a
+    new ``kind`` event (begin, commit, ...) has its file in the commit log folder ``log``
+    (``<output>/_commits/events`` on the local disk); return that event's folder name."""
+    known = {p.parent.name for p in log.glob(f"*.{kind}/part-*")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "receval_spark", "evaluate", "--config", str(config)],
+        cwd=REPO,
+        env=job_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            new = {p.parent.name for p in log.glob(f"*.{kind}/part-*")} - known
+            if new:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=60)
+                return new.pop()
+            time.sleep(0.01)
+        raise AssertionError(f"the job ended (exit {proc.poll()}) before its {kind} event was seen")
+    finally:
+        stop_group(proc)
+
+
 def stop_group(proc: subprocess.Popen) -> None:
     """Stop a process started with start_new_session=True and everything in its process group
     (a worker's executors and their Python workers): SIGTERM, then SIGKILL."""

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -23,12 +21,12 @@ import pyspark
 import pytest
 import yaml
 from helpers import (
-    REPO,
     crafted_job_config,
     crafted_log,
     explain,
     free_port,
     job_env,
+    kill_at_event,
     port_accepts,
     read,
     run,
@@ -97,29 +95,6 @@ def beeline(port: int, queries: list[str]) -> list[list[dict[str, str]]]:
     ]
 
 
-def kill_after_begin(config: Path, log_folder: Path) -> None:
-    known = set(log_folder.glob("*.begin/part-*"))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "receval_spark", "evaluate", "--config", str(config)],
-        cwd=REPO,
-        env=job_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 600
-        while proc.poll() is None and time.monotonic() < deadline:
-            if set(log_folder.glob("*.begin/part-*")) - known:
-                os.killpg(proc.pid, signal.SIGKILL)
-                break
-            time.sleep(0.01)
-        else:
-            pytest.fail(f"the job ended (exit {proc.poll()}) before its begin event was seen")
-    finally:
-        stop_group(proc)
-
-
 def test_tables_in_the_metastore_answer_sql_over_jdbc(spark, tmp_path, viewfs_mount) -> None:
     name = "catalog-test"
     output, local = f"viewfs://receval/lake/{name}", viewfs_mount[1] / name
@@ -143,7 +118,7 @@ def test_tables_in_the_metastore_answer_sql_over_jdbc(spark, tmp_path, viewfs_mo
     proc = run([sys.executable, "-c", NIGHTS, *map(str, nights)])
     assert proc.returncode == 0, explain(proc)
     job(DATES[1])
-    kill_after_begin(config, local / "_commits" / "events")  # a killed run changes no table
+    kill_at_event(config, local / "_commits" / "events", "begin")  # a killed run changes no table
 
     committed = {
         (dataset, date): read(spark, output, dataset, date).toPandas()

@@ -12,16 +12,9 @@ that date alone. Single steps are in tests/test_io.py.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import pytest
 import yaml
-from helpers import REPO, ReportRoot, crafted_job_config, crafted_log, job_env, kept_sql_conf, read
+from helpers import ReportRoot, crafted_job_config, crafted_log, kept_sql_conf, kill_at_event, read
 
 from receval_spark.cli import main
 
@@ -45,40 +38,6 @@ def files_of(root: ReportRoot, date: str) -> dict[str, bytes]:
         for p in sorted(root.local.glob(f"*/run_date={date}/**/*"))
         if p.is_file()
     }
-
-
-def events(root: ReportRoot, kind: str) -> set[str]:
-    """Names of the log's event folders of one kind that hold their file."""
-    return {p.parent.name for p in root.local.glob(f"_commits/events/*.{kind}/part-*")}
-
-
-def kill_at(config: Path, root: ReportRoot, kind: str, *, timeout: float = 600) -> str:
-    """Start ``receval evaluate`` and SIGKILL its process group once a new ``kind`` event
-    appears in the log; return that event's folder name."""
-    known = events(root, kind)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "receval_spark", "evaluate", "--config", str(config)],
-        cwd=REPO,
-        env=job_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            new = events(root, kind) - known
-            if new:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=60)
-                return new.pop()
-            time.sleep(0.01)
-        pytest.fail(f"the job ended (exit {proc.poll()}) before its {kind} event was seen")
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=60)
-    raise AssertionError("unreachable")
 
 
 @pytest.mark.parametrize(
@@ -113,7 +72,7 @@ def test_driver_killed_while_writing_reports_loses_nothing(
     others_before = {d: files_of(report_root, d) for d in DATES if d != KILLED}
 
     write_config(KILLED)
-    event = kill_at(config, report_root, kill_after)
+    event = kill_at_event(config, report_root.local / "_commits" / "events", kill_after)
     killed_run = event.split(".")[0]
     print(f"killed after {event}")
 

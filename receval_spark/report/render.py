@@ -61,7 +61,8 @@ def load_report(spark: SparkSession, output: str, date: str | None = None) -> Re
         raise InputError(f"--date: no run for {date} under {output} (dates: {', '.join(dates)}).")
 
     def read(name: str) -> pd.DataFrame:
-        rows = read_committed(spark, output, name, schema=REPORT_SCHEMAS[name], dates=[date])
+        schema = REPORT_SCHEMAS[name]
+        rows = read_committed(spark, output, name, schema=schema, dates=[date], committed=committed)
         return rows.drop("run_date").toPandas()
 
     run = read("runs").iloc[0].to_dict()
@@ -73,7 +74,14 @@ def load_report(spark: SparkSession, output: str, date: str | None = None) -> Re
         run[key] = [] if run.get(key) is None else list(run[key])
     earlier = [day for day in dates if day <= date]
     history = (
-        read_committed(spark, output, "metrics", schema=REPORT_SCHEMAS["metrics"], dates=earlier)
+        read_committed(
+            spark,
+            output,
+            "metrics",
+            schema=REPORT_SCHEMAS["metrics"],
+            dates=earlier,
+            committed=committed,
+        )
         .filter(F.col("segment") == "all")
         .toPandas()
     )

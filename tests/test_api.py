@@ -10,6 +10,7 @@ import pytest
 from chispa import assert_df_equality
 
 import receval_spark as rv
+import receval_spark.cache
 from receval_spark.results import COMPARISONS_SCHEMA, METRICS_SCHEMA, RUNS_SCHEMA
 
 DAY = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -62,11 +63,13 @@ def cached_rdds(spark) -> set[int]:
 
 @pytest.fixture(scope="module")
 def result(spark, frames, tmp_path_factory):
-    """One evaluation of two models given as DataFrames, its cache held for the module."""
+    """One evaluation of two models given as DataFrames, its cache held for the module
+    (persisted as on a cluster: a local session would checkpoint instead, receval_spark.cache)."""
     log, mine = frames
     before = cached_rdds(spark)
     cwd = tmp_path_factory.mktemp("cwd")
     with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(receval_spark.cache, "cuts_lineage", lambda df: False)
         patch.chdir(cwd)  # the default output.path "reports" would be created here
         evaluation = rv.evaluate(
             spark, config(), interactions=log, recommendations={"mine": mine}, keep_cached=True

@@ -52,7 +52,7 @@ from pyspark.sql.types import (
 from receval_spark.cache import persist
 from receval_spark.columns import ITEM, RANK, USER
 from receval_spark.expressions import seeded_hash, uniform
-from receval_spark.metrics.aggregate import exact_mean, exact_std, exact_sum, union_all
+from receval_spark.metrics.aggregate import exact_mean, exact_std, exact_sum, to_long, union_all
 from receval_spark.registry import family
 
 
@@ -173,72 +173,72 @@ def exposure_blocks(exposure: DataFrame, *, by: Sequence[str]) -> DataFrame:
     )
 
 
-def exposure_distribution(blocks: DataFrame, totals: DataFrame, *, by: Sequence[str]) -> DataFrame:
-    """(*by, coverage, gini, entropy) from the exposure counts f_i of catalogue items; blocks
-    outside the catalogue count as c = 0 items (lists of unknown items only: coverage 0, and
-    Gini and entropy undefined, null).
+GROUP_STATISTICS = ("coverage", "gini", "entropy", "popularity_bias", "personalization")
 
-    Gini counts never-recommended catalogue items as f = 0 without materialising them: the
-    n0 zero items take the first n0 positions of the ascending order, and items sharing a
-    value f occupy a block of consecutive positions, so one window over the distinct f values
-    of a group suffices. Ties do not change the value.
+
+def block_terms(blocks: DataFrame, totals: DataFrame, *, by: Sequence[str]) -> DataFrame:
+    """Per exposure block, the addends of every group statistic (:func:`group_values`).
+
+    Catalogue blocks keep their c items, blocks outside the catalogue count as c = 0 items
+    for coverage, Gini and entropy (lists of unknown items only: coverage 0, Gini and
+    entropy null) but keep their list slots for the popularity bias (n_i = 0 there). Gini
+    counts never-recommended catalogue items as f = 0 without materialising them: the n0
+    zero items take the first n0 positions of the ascending order, and items sharing a value
+    f occupy a block of consecutive positions, so one window over the distinct f values of a
+    group suffices. Ties do not change the value.
     """
     by = list(by)
     group = Window.partitionBy(*by)
     smaller = group.orderBy("f").rowsBetween(Window.unboundedPreceding, -1)
     n = F.col("n_catalogue").cast("long")
-    c = F.col("c").cast("long")
+    c = F.when(F.col("in_catalogue"), F.col("c")).otherwise(F.lit(0)).cast("long")
     f = F.col("f").cast("long")
-    start = (n - F.sum("c").over(group)) + F.coalesce(F.sum("c").over(smaller), F.lit(0))
-    terms = (
-        blocks.withColumn("c", F.when(F.col("in_catalogue"), F.col("c")).otherwise(F.lit(0)))
-        .crossJoin(F.broadcast(totals))
-        .select(
-            *by,
-            n.alias("n"),
-            c.alias("c"),
-            (c * f).alias("mass"),
-            ((c * f).cast("double") * F.log2(f)).alias("mass_log"),
-            # f times the sum of (2 position - n - 1) over positions start+1 .. start+c (longs)
-            (f * c * (2 * start + c - n)).alias("gini_term"),
-        )
-    )
-    mass = F.sum("mass")
-    return terms.groupBy(*by).agg(  # lists without a catalogue item: coverage 0, no Gini/entropy
-        (F.sum("c") / F.first("n")).alias("coverage"),
-        F.try_divide(F.sum("gini_term"), F.first("n") * mass).alias("gini"),
-        (F.log2(mass) - F.try_divide(exact_sum("mass_log"), mass)).alias("entropy"),
+    start = (n - F.sum(c).over(group)) + F.coalesce(F.sum(c).over(smaller), F.lit(0))
+    return blocks.crossJoin(F.broadcast(totals)).select(
+        *by,
+        n.alias("n"),
+        c.alias("c"),
+        (c * f).alias("mass"),
+        ((c * f).cast("double") * F.log2(f)).alias("mass_log"),
+        # f times the sum of (2 position - n - 1) over positions start+1 .. start+c (longs)
+        (f * c * (2 * start + c - n)).alias("gini_term"),
+        (f * F.col("interactions")).alias("slot_interactions"),
+        (f * F.col("c")).alias("slots"),
+        "pair_sum",
+        "mean_item_interactions",
     )
 
 
-def popularity_bias(blocks: DataFrame, totals: DataFrame, *, by: Sequence[str]) -> DataFrame:
-    """(*by, popularity_bias): mean train interactions per list slot, sum_i f_i n_i / sum_i f_i
-    (items outside the catalogue have n_i = 0), over the catalogue mean."""
-    f = F.col("f")
-    return (
-        blocks.groupBy(*by)
-        .agg((F.sum(f * F.col("interactions")) / F.sum(f * F.col("c"))).alias("_mean_slot"))
-        .crossJoin(F.broadcast(totals))
-        .select(
-            *by,
-            (F.col("_mean_slot") / F.col("mean_item_interactions")).alias("popularity_bias"),
-        )
-    )
+def group_values(
+    blocks: DataFrame, counts: DataFrame, totals: DataFrame, *, by: Sequence[str]
+) -> DataFrame:
+    """(*by, coverage, gini, entropy, popularity_bias, personalization, n_lists) from the
+    exposure blocks (:func:`exposure_blocks`) and the list counts (:func:`list_counts`) of
+    each group: one window and one aggregation over the blocks for all five statistics.
 
-
-def personalization(blocks: DataFrame, counts: DataFrame, *, by: Sequence[str]) -> DataFrame:
-    """(*by, personalization, n_lists): 1 - mean cosine over all pairs of binary list vectors.
-
-    Exact via sum_{u<v} cos(u, v) = sum_i (s_i^2 - q_i) / 2 (module doc) over n(n-1)/2 pairs,
-    n = n_lists from ``list_counts``; null below 2 lists.
+    PopularityBias = (sum_i f_i n_i / sum_i f_i) / mean train interactions of catalogue items;
+    Personalization = 1 - sum_{u<v} cos(u, v) / (n (n - 1) / 2) with the pair sum of the
+    module doc, n = n_lists; null below 2 lists.
     """
     by = list(by)
-    pair_sum = blocks.groupBy(*by).agg(exact_sum("pair_sum").alias("_pair_sum"))
-    pairs = F.col("n_lists") * (F.col("n_lists") - 1) / 2
-    return pair_sum.join(counts, on=by).select(
-        *by,
-        F.when(F.col("n_lists") >= 2, 1 - F.col("_pair_sum") / pairs).alias("personalization"),
-        "n_lists",
+    mass = F.sum("mass")
+    values = (
+        block_terms(blocks, totals, by=by)
+        .groupBy(*by)
+        .agg(
+            (F.sum("c") / F.first("n")).alias("coverage"),
+            F.try_divide(F.sum("gini_term"), F.first("n") * mass).alias("gini"),
+            (F.log2(mass) - F.try_divide(exact_sum("mass_log"), mass)).alias("entropy"),
+            (F.sum("slot_interactions") / F.sum("slots") / F.first("mean_item_interactions")).alias(
+                "popularity_bias"
+            ),
+            exact_sum("pair_sum").alias("_pair_sum"),
+        )
+    )
+    n_lists = F.col("n_lists")
+    personalization = F.when(n_lists >= 2, 1 - F.col("_pair_sum") / (n_lists * (n_lists - 1) / 2))
+    return values.join(counts, on=by).select(
+        *by, *GROUP_STATISTICS[:4], personalization.alias("personalization"), "n_lists"
     )
 
 
@@ -692,25 +692,14 @@ def group_statistics(
     by: Sequence[str],
     metrics: Sequence[str],
 ) -> DataFrame | None:
-    """(*by, metric, value) for coverage, gini, entropy, popularity_bias and personalization
-    among ``metrics``, from the exposure blocks and the list counts of each group."""
-    by = list(by)
-    frames = []
-    wanted = [m for m in ("coverage", "gini", "entropy") if m in metrics]
-    if wanted:
-        distribution = exposure_distribution(blocks, totals, by=by)
-        frames += [(m, distribution.select(*by, F.col(m).alias("value"))) for m in wanted]
-    if "popularity_bias" in metrics:
-        bias = popularity_bias(blocks, totals, by=by)
-        frames.append(
-            ("popularity_bias", bias.select(*by, F.col("popularity_bias").alias("value")))
-        )
-    if "personalization" in metrics:
-        exact = personalization(blocks, counts, by=by)
-        frames.append(
-            ("personalization", exact.select(*by, F.col("personalization").alias("value")))
-        )
-    return union_all([f.select(*by, F.lit(m).alias("metric"), "value") for m, f in frames])
+    """(*by, metric, value, n_lists) for coverage, gini, entropy, popularity_bias and
+    personalization among ``metrics`` (:func:`group_values`, one row per metric)."""
+    wanted = [m for m in GROUP_STATISTICS if m in metrics]
+    if not wanted:
+        return None
+    return to_long(
+        group_values(blocks, counts, totals, by=by), metrics=wanted, keys=[*by, "n_lists"]
+    )
 
 
 def bootstrap_std(
@@ -768,11 +757,12 @@ def group_beyond(
     ``bootstrap_samples`` > 0, else a null std and interval.
     """
     by = list(by)
-    columns = [*by, "metric", "value", "std", "n_samples", "interval"]
+    columns = [*by, "metric", "value", "std", "n_samples", "interval", "n_users"]
+    counts = persist(list_counts(lists, by=by))  # read by every statistic below
     frames = []
     scalar = group_statistics(
         persist(exposure_blocks(item_exposure(lists, inputs.catalogue, by=by), by=by)),
-        list_counts(lists, by=by),
+        counts,
         inputs.totals,
         by=by,
         metrics=metrics,
@@ -788,6 +778,7 @@ def group_beyond(
         frames.append(
             scalar.withColumn("n_samples", F.lit(None).cast("long"))
             .withColumn("interval", F.when(F.col("std").isNotNull(), F.lit("bootstrap")))
+            .withColumnRenamed("n_lists", "n_users")
             .select(*columns)
         )
     if "personalization_jaccard" in metrics:
@@ -799,6 +790,7 @@ def group_beyond(
                 exact_std("value").alias("std"),
                 F.count(F.lit(1)).alias("n_samples"),
             )
+            .join(counts, on=by)
             .select(
                 *by,
                 F.lit("personalization_jaccard").alias("metric"),
@@ -806,9 +798,7 @@ def group_beyond(
                 "std",
                 "n_samples",
                 F.lit("t").alias("interval"),
+                F.col("n_lists").alias("n_users"),
             )
         )
-    if not frames:
-        return None
-    n_lists = lists.groupBy(*by).agg(F.countDistinct(USER).alias("n_users"))
-    return union_all(frames).join(n_lists, on=by)
+    return union_all(frames)

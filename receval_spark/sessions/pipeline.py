@@ -225,25 +225,24 @@ def _exposure(
     history = train.select(F.col(SESSION).alias(USER), ITEM)
     catalogue = item_statistics(history)
     blocks = exposure_blocks(item_exposure(keyed, catalogue, by=by), by=by)
-    counts = list_counts(keyed, by=by)
     values = group_statistics(
-        blocks, counts, catalogue_totals(history, catalogue), by=by, metrics=metrics
+        blocks,
+        list_counts(keyed, by=by),
+        catalogue_totals(history, catalogue),
+        by=by,
+        metrics=metrics,
     )
     spark = lists.sparkSession
     grid = models.crossJoin(spark.createDataFrame([(k,) for k in ks], "k int")).crossJoin(
         spark.createDataFrame([(m,) for m in metrics], "metric string")
     )
     value = F.col("value")
-    return (
-        grid.join(values, on=[*by, "metric"], how="left")
-        .join(counts, on=by, how="left")
-        .select(
-            *by,
-            "metric",
-            F.when(value.isNull() & (F.col("metric") == "coverage"), F.lit(0.0))
-            .otherwise(value)
-            .alias("value"),
-            F.coalesce(F.col("n_lists"), F.lit(0)).alias("n_users"),
-            F.lit(None).cast("double").alias("std"),
-        )
+    return grid.join(values, on=[*by, "metric"], how="left").select(
+        *by,
+        "metric",
+        F.when(value.isNull() & (F.col("metric") == "coverage"), F.lit(0.0))
+        .otherwise(value)
+        .alias("value"),
+        F.coalesce(F.col("n_lists"), F.lit(0)).alias("n_users"),
+        F.lit(None).cast("double").alias("std"),
     )

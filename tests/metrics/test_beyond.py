@@ -21,8 +21,8 @@ from receval_spark.metrics.beyond import (
     category_diversity,
     embedding_diversity,
     exposure_blocks,
-    exposure_distribution,
     group_beyond,
+    group_values,
     item_exposure,
     item_statistics,
     jaccard_pair_distances,
@@ -30,9 +30,7 @@ from receval_spark.metrics.beyond import (
     long_tail,
     novelty,
     per_user_beyond,
-    personalization,
     poisson_weight,
-    popularity_bias,
     serendipity,
     top_k_lists,
     unit_vectors,
@@ -72,9 +70,15 @@ def blocks_of(lists, catalogue):
     return exposure_blocks(item_exposure(lists, catalogue, by=["k"]), by=["k"])
 
 
+def statistics_of(lists, catalogue, totals):
+    """The group statistics of every k (one row per k) of the (user_id, k, item_id) lists."""
+    return group_values(blocks_of(lists, catalogue), list_counts(lists, by=["k"]), totals, by=["k"])
+
+
 def personalization_of(lists):
-    catalogue = item_statistics(lists.select("user_id", "item_id"))
-    return personalization(blocks_of(lists, catalogue), list_counts(lists, by=["k"]), by=["k"])
+    history = lists.select("user_id", "item_id")
+    catalogue = item_statistics(history)
+    return statistics_of(lists, catalogue, catalogue_totals(history, catalogue))
 
 
 def by_key(df, key, value="value"):
@@ -167,7 +171,7 @@ def test_exposure_distribution_worked_example(spark):
     catalogue, totals = catalogue_of(spark, EXAMPLE_HISTORY)
     lists = frame(spark, EXAMPLE_LISTS, LISTS)
 
-    row = one_row(exposure_distribution(blocks_of(lists, catalogue), totals, by=["k"]))
+    row = one_row(statistics_of(lists, catalogue, totals))
 
     # coverage = |{1, 2, 3, 4}| / |I| = 4/5 (item 9 is outside I and does not count)
     assert row.coverage == pytest.approx(0.8, abs=TOL)
@@ -183,7 +187,7 @@ def test_lists_of_unknown_items_only_have_coverage_0(spark):
     catalogue, totals = catalogue_of(spark, EXAMPLE_HISTORY)
     lists = frame(spark, [(1, 2, 9), (2, 2, 9), (2, 2, 8)], LISTS)  # 8, 9 are outside I
 
-    row = one_row(exposure_distribution(blocks_of(lists, catalogue), totals, by=["k"]))
+    row = one_row(statistics_of(lists, catalogue, totals))
 
     assert (row.coverage, row.gini, row.entropy) == (0.0, None, None)
 
@@ -197,10 +201,7 @@ def test_gini_is_0_for_equal_exposure_over_the_whole_catalogue(spark):
         LISTS,
     )
 
-    rows = {
-        r.k: r
-        for r in exposure_distribution(blocks_of(lists, catalogue), totals, by=["k"]).collect()
-    }
+    rows = {r.k: r for r in statistics_of(lists, catalogue, totals).collect()}
 
     for k in (1, 3):
         assert rows[k].gini == pytest.approx(0.0, abs=TOL)
@@ -212,7 +213,7 @@ def test_gini_is_n_minus_1_over_n_when_one_item_is_shown_to_everyone(spark):
     catalogue, totals = catalogue_of(spark, [(10, i) for i in range(1, 6)])
     lists = frame(spark, [(u, 1, 1) for u in range(1, 5)], LISTS)  # 4 lists, all [1]
 
-    row = one_row(exposure_distribution(blocks_of(lists, catalogue), totals, by=["k"]))
+    row = one_row(statistics_of(lists, catalogue, totals))
 
     # f ascending = (0, 0, 0, 0, 4): G = (2*5 - 5 - 1) * 4 / (5 * 4) = 4/5 = (n - 1)/n
     assert row.gini == pytest.approx(4 / 5, abs=TOL)
@@ -236,7 +237,7 @@ def test_popularity_bias_worked_example(spark):
     catalogue, totals = catalogue_of(spark, EXAMPLE_HISTORY)
     lists = frame(spark, EXAMPLE_LISTS, LISTS)
 
-    row = one_row(popularity_bias(blocks_of(lists, catalogue), totals, by=["k"]))
+    row = one_row(statistics_of(lists, catalogue, totals))
 
     # slot interaction counts: user 1 -> 3, 1; user 2 -> 3, 1; user 3 -> 0 (item 9), 2
     # mean over slots = 10/6 = 5/3; catalogue mean = 8/5; bias = (5/3) / (8/5) = 25/24

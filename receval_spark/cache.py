@@ -8,7 +8,7 @@ through :func:`persist`, which records the DataFrame in the enclosing :class:`Ca
 the API releases them when ``evaluate`` returns, or when the caller's ``with`` block ends.
 
 In a local session (master ``local[...]``, not Spark Connect) :func:`persist` cuts the lineage
-instead (a lazy ``localCheckpoint``): the executors live in the driver's JVM, so a lost block is
+instead (an eager ``localCheckpoint``): the executors live in the driver's JVM, so a lost block is
 a lost driver and a cache's lineage buys no fault tolerance there, while every later plan that
 starts from a materialised table instead of the plan that made it is planned, re-optimised by
 AQE and reported to listeners in a fraction of the time (the ml-100k job: 281 -> 207 Spark jobs,
@@ -50,7 +50,7 @@ _ACTIVE: ContextVar[CachedTables | None] = ContextVar("receval_cached_tables", d
 
 
 def persist(df: DataFrame) -> DataFrame:
-    """``df`` materialised once for the plans that read it: in a local session a lazy
+    """``df`` materialised once for the plans that read it: in a local session an eager
     ``localCheckpoint`` (module doc), elsewhere ``df.persist()`` (MEMORY_AND_DISK), recorded in
     the active :func:`tracking_cache` scope (outside one it simply stays persisted).
 
@@ -58,7 +58,7 @@ def persist(df: DataFrame) -> DataFrame:
     evaluation in the session, or the caller's own ``cache()``), that entry is used as it is
     and not recorded, so releasing this scope never drops data another owner still holds."""
     if cuts_lineage(df):
-        return df.localCheckpoint(eager=False)
+        return df.localCheckpoint(eager=True)
     tables = _ACTIVE.get()
     if tables is None or _is_cached(df):
         return df.persist()

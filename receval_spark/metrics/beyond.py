@@ -274,20 +274,6 @@ def jaccard_pair_distances(
     )
 
 
-def novelty(
-    lists: DataFrame, catalogue: DataFrame, totals: DataFrame, *, by: Sequence[str]
-) -> DataFrame:
-    """(*by, user_id, value): mean self-information -log2 p(i) of the user's list."""
-    n_users = F.col("n_train_users").cast("double")
-    p = F.greatest(F.coalesce(F.col("n_users"), F.lit(0)), F.lit(1)) / n_users
-    return (
-        lists.join(catalogue.select(ITEM, "n_users"), on=ITEM, how="left")
-        .crossJoin(F.broadcast(totals.select("n_train_users")))
-        .groupBy(*by, USER)
-        .agg(exact_mean(-F.log2(p)).alias("value"))
-    )
-
-
 def unit_vectors(embeddings: DataFrame) -> DataFrame:
     """(item_id, unit): embeddings scaled to length 1; zero or missing vectors are dropped."""
     norm = F.sqrt(F.aggregate("embedding", F.lit(0.0), lambda acc, x: acc + x * x))
@@ -302,39 +288,16 @@ def vector_sum(vectors: Column) -> Column:
     """Element-wise sum of an array of equal-length arrays (an aggregate over collect_list),
     added in sorted order: the result does not depend on the order collect_list saw them."""
     vectors = F.array_sort(vectors)
-    first = F.element_at(vectors, 1)
+    first = F.try_element_at(vectors, F.lit(1))  # null for no vector
     zero = F.transform(first, lambda _: F.lit(0.0))
     return F.aggregate(vectors, zero, lambda acc, v: F.zip_with(acc, v, lambda a, b: a + b))
 
 
-def list_diversity(summed: DataFrame, *, by: Sequence[str]) -> DataFrame:
-    """(*by, user_id, value) = 1 - mean pairwise cosine of a list's n unit vectors, from
-    ``_squared`` = ||sum of the unit vectors||^2 and ``_n`` = n per list:
-    1 - (||sum v||^2 - n) / (n (n - 1)), no pair loop. Lists with n < 2 get no value."""
-    n = F.col("_n").cast("double")
-    return summed.filter(F.col("_n") >= 2).select(
-        *by, USER, (1 - (F.col("_squared") - n) / (n * (n - 1))).alias("value")
-    )
-
-
-def embedding_diversity(lists: DataFrame, units: DataFrame, *, by: Sequence[str]) -> DataFrame:
-    """(*by, user_id, value): 1 - mean pairwise cosine of the list's unit item vectors.
-
-    Mean pairwise cosine of n unit vectors = (||sum v||^2 - n) / (n (n - 1)): O(n·d) per list.
-    Only items with an embedding count; lists with fewer than 2 such items get no value.
-    """
-    summed = (
-        lists.join(units, on=ITEM)
-        .groupBy(*by, USER)
-        .agg(vector_sum(F.collect_list("unit")).alias("_sum"), F.count(F.lit(1)).alias("_n"))
-        .select(
-            *by,
-            USER,
-            F.aggregate("_sum", F.lit(0.0), lambda acc, x: acc + x * x).alias("_squared"),
-            "_n",
-        )
-    )
-    return list_diversity(summed, by=by)
+def list_diversity(squared: Column, n: Column) -> Column:
+    """1 - mean pairwise cosine of a list's n unit vectors from ``squared`` = ||sum of the
+    unit vectors||^2: 1 - (||sum v||^2 - n) / (n (n - 1)), no pair loop; null below 2."""
+    n = n.cast("double")
+    return F.when(n >= 2, 1 - (squared - n) / (n * (n - 1)))
 
 
 def category_entries(categories: DataFrame) -> DataFrame:
@@ -353,93 +316,39 @@ def category_entries(categories: DataFrame) -> DataFrame:
     ).select(ITEM, "category", "weight", (F.col("_pos") == 0).cast("int").alias("lead"))
 
 
-def category_diversity(lists: DataFrame, categories: DataFrame, *, by: Sequence[str]) -> DataFrame:
-    """(*by, user_id, value): ILD over categories, 1 - mean pairwise cosine of the list items'
-    unit-normalised multi-hot category vectors v_i (cos(i, j) = |C_i ∩ C_j| / sqrt(|C_i||C_j|)).
-
-    ||sum v||^2 = sum over categories c of s_c^2, s_c = sum of 1/sqrt(|C_i|) over the list
-    items holding c: O(k·c) per list, the identity of :func:`list_diversity`. In [0, 1]
-    (non-negative vectors; rounding is clipped). Only items with categories count; lists
-    with fewer than 2 such items get no value.
-    """
-    by = list(by)
+def category_sums(
+    lists: DataFrame, categories: DataFrame, catalogue: DataFrame, *, keys: Sequence[str]
+) -> DataFrame:
+    """(*keys, _squared, _described, _shown) per list (``keys``): ||sum v||^2 = sum over its
+    categories c of s_c^2 (s_c = sum of 1/sqrt(|C_i|) over the list items holding c, the unit
+    multi-hot vectors of ild_category), the number of its items with categories, and the number
+    of its distinct categories among the catalogue's (C_I: categories of items with a train
+    interaction). One aggregation per (list, category), one per list; lists without an item
+    with categories have no row."""
+    keys = list(keys)
+    entries = category_entries(categories)
     per_category = (
-        lists.join(category_entries(categories), on=ITEM)
-        .groupBy(*by, USER, "category")
-        .agg(exact_sum("weight").alias("_s"), F.sum("lead").alias("_items"))
-    )
-    summed = per_category.groupBy(*by, USER).agg(
-        exact_sum(F.col("_s") * F.col("_s")).alias("_squared"), F.sum("_items").alias("_n")
-    )
-    diversity = list_diversity(summed, by=by)
-    return diversity.withColumn("value", F.least(F.greatest("value", F.lit(0.0)), F.lit(1.0)))
-
-
-def category_coverage(
-    lists: DataFrame, categories: DataFrame, catalogue: DataFrame, *, by: Sequence[str]
-) -> DataFrame:
-    """(*by, user_id, value): distinct categories in R_k(u) / categories of the catalogue.
-
-    The catalogue's categories are those of the catalogue items I (items with a train
-    interaction); list categories outside them are not counted, so the value is in [0, 1].
-    Every list gets a value (0 when none of its items has a catalogue category); no value at
-    all when the catalogue has no category.
-    """
-    by = list(by)
-    entries = category_entries(categories).select(ITEM, "category")
-    known = entries.join(catalogue.select(ITEM), on=ITEM, how="left_semi").select("category")
-    known = known.distinct()
-    total = known.agg(F.count(F.lit(1)).alias("_total")).filter(F.col("_total") > 0)
-    shown = (
-        lists.join(entries, on=ITEM)
-        .join(known, on="category", how="left_semi")
-        .groupBy(*by, USER)
-        .agg(F.countDistinct("category").alias("_shown"))
-    )
-    return (
-        lists.select(*by, USER)
-        .distinct()
-        .join(shown, on=[*by, USER], how="left")
-        .crossJoin(F.broadcast(total))
-        .select(
-            *by,
-            USER,
-            (F.coalesce(F.col("_shown"), F.lit(0)) / F.col("_total")).cast("double").alias("value"),
+        lists.select(*keys, ITEM)
+        .join(entries, on=ITEM)
+        .join(catalogue_categories(entries, catalogue), on="category", how="left")
+        .groupBy(*keys, "category")
+        .agg(
+            exact_sum("weight").alias("_s"),
+            F.sum("lead").alias("_items"),
+            F.max("_known").alias("_known"),
         )
     )
-
-
-def serendipity(
-    lists: DataFrame,
-    truth: DataFrame,
-    expected: DataFrame,
-    *,
-    by: Sequence[str],
-    expected_keys: Sequence[str],
-) -> DataFrame:
-    """(*by, user_id, value): relevant and unexpected items of the list / k.
-
-    ``expected`` holds the (user, item) pairs that are *expected* for the user, keyed by
-    ``expected_keys`` (e.g. user_id, k, item_id for the popularity baseline's top-k); every
-    list item not among them is unexpected. Lists without such an item score 0.
-    """
-    by = list(by)
-    serendipitous = (
-        lists.join(truth.select(USER, ITEM), on=[USER, ITEM])
-        .join(expected.select(*expected_keys), on=list(expected_keys), how="left_anti")
-        .groupBy(*by, USER)
-        .agg(F.count(F.lit(1)).alias("_hits"))
+    return per_category.groupBy(*keys).agg(
+        exact_sum(F.col("_s") * F.col("_s")).alias("_squared"),
+        F.sum("_items").alias("_described"),
+        F.count(F.when(F.col("_known"), True)).alias("_shown"),
     )
-    return (
-        lists.select(*by, USER)
-        .distinct()
-        .join(serendipitous, on=[*by, USER], how="left")
-        .select(
-            *by,
-            USER,
-            (F.coalesce(F.col("_hits"), F.lit(0)) / F.col("k")).cast("double").alias("value"),
-        )
-    )
+
+
+def catalogue_categories(entries: DataFrame, catalogue: DataFrame) -> DataFrame:
+    """(category, _known = true): C_I, the distinct categories of the catalogue's items."""
+    known = entries.join(catalogue.select(ITEM), on=ITEM, how="left_semi")
+    return known.select("category").distinct().withColumn("_known", F.lit(True))
 
 
 def content_expected(
@@ -488,44 +397,80 @@ class BeyondInputs:
     units: DataFrame | None = None
 
 
+PER_USER_METRICS = ("novelty", "ild_category", "category_coverage", "ild_embedding", "serendipity")
+
+
 def per_user_beyond(
     lists: DataFrame, inputs: BeyondInputs, *, by: Sequence[str], metrics: Sequence[str]
 ) -> DataFrame | None:
-    """(*by, user_id, metric, value) for the per-user metrics among ``metrics``.
+    """(*by, user_id, metric, value) for the per-user metrics among ``metrics`` (module doc).
 
-    ild_category, category_coverage / ild_embedding are left out when their metadata is None.
+    One pass over the list rows: each row gets its item's train users (novelty: -log2 p(i),
+    averaged over the list), its unit vector (ild_embedding), whether it is relevant and
+    whether it is expected (serendipity: relevant and unexpected items / k), then one
+    aggregation per list; the category metrics join :func:`category_sums`. ild_category and
+    category_coverage (no ``categories``) and ild_embedding (no ``units``) are left out when
+    their metadata is None. ILD counts only items with a vector or categories and has no value
+    below 2 such items; category_coverage is 0 for a list without catalogue categories and has
+    no value when the catalogue has none. Serendipity needs k among ``by``.
     """
-    frames = []
-    if "novelty" in metrics:
-        frames.append(("novelty", novelty(lists, inputs.catalogue, inputs.totals, by=by)))
-    if "ild_category" in metrics and inputs.categories is not None:
-        frames.append(("ild_category", category_diversity(lists, inputs.categories, by=by)))
-    if "category_coverage" in metrics and inputs.categories is not None:
-        frames.append(
-            (
-                "category_coverage",
-                category_coverage(lists, inputs.categories, inputs.catalogue, by=by),
-            )
-        )
-    if "ild_embedding" in metrics and inputs.units is not None:
-        frames.append(("ild_embedding", embedding_diversity(lists, inputs.units, by=by)))
-    if "serendipity" in metrics:
-        frames.append(
-            (
-                "serendipity",
-                serendipity(
-                    lists,
-                    inputs.truth,
-                    inputs.expected,
-                    by=by,
-                    expected_keys=inputs.expected_keys,
-                ),
-            )
-        )
-    columns = [*by, USER, "metric", "value"]
-    return union_all(
-        [frame.withColumn("metric", F.lit(name)).select(*columns) for name, frame in frames]
+    by = list(by)
+    keys = [*by, USER]
+    described = {"ild_category": inputs.categories, "category_coverage": inputs.categories}
+    described["ild_embedding"] = inputs.units
+    wanted = [
+        m
+        for m in PER_USER_METRICS
+        if m in metrics and (m not in described or described[m] is not None)
+    ]
+    if not wanted:
+        return None
+    rows = lists.select(*keys, ITEM)
+    values: dict[str, Column] = {}
+    if "novelty" in wanted:
+        rows = rows.join(inputs.catalogue.select(ITEM, "n_users"), on=ITEM, how="left")
+        rows = rows.crossJoin(F.broadcast(inputs.totals.select("n_train_users")))
+        n_users = F.col("n_train_users").cast("double")
+        p = F.greatest(F.coalesce(F.col("n_users"), F.lit(0)), F.lit(1)) / n_users
+        values["novelty"] = exact_mean(-F.log2(p))
+    if "ild_embedding" in wanted:
+        rows = rows.join(inputs.units, on=ITEM, how="left")
+        total = vector_sum(F.collect_list("unit"))
+        squared = F.aggregate(total, F.lit(0.0), lambda acc, x: acc + x * x)
+        values["ild_embedding"] = list_diversity(squared, F.count("unit"))
+    if "serendipity" in wanted:
+        relevant = inputs.truth.select(USER, ITEM, F.lit(True).alias("_relevant"))
+        expected_keys = list(inputs.expected_keys)
+        expected = inputs.expected.select(*expected_keys, F.lit(True).alias("_expected"))
+        rows = rows.join(relevant, on=[USER, ITEM], how="left")
+        rows = rows.join(expected, on=expected_keys, how="left")
+        surprising = F.col("_relevant") & F.col("_expected").isNull()
+        values["serendipity"] = F.count(F.when(surprising, True)) / F.col("k")
+    per_list = rows.groupBy(*keys).agg(
+        F.count(F.lit(1)).alias("_slots"), *[v.alias(m) for m, v in values.items()]
     )
+    if inputs.categories is not None and {"ild_category", "category_coverage"} & set(wanted):
+        entries = category_entries(inputs.categories)
+        total = (
+            catalogue_categories(entries, inputs.catalogue)
+            .agg(F.count(F.lit(1)).alias("_total"))
+            .filter(F.col("_total") > 0)
+        )
+        sums = category_sums(lists, inputs.categories, inputs.catalogue, keys=keys)
+        per_list = per_list.join(sums, on=keys, how="left")
+        per_list = per_list.join(F.broadcast(total), on=F.lit(True), how="left")
+        ild = list_diversity(F.col("_squared"), F.col("_described"))
+        clipped = F.least(F.greatest(ild, F.lit(0.0)), F.lit(1.0))  # rounding; in [0, 1]
+        values["ild_category"] = F.when(ild.isNotNull(), clipped)
+        values["category_coverage"] = F.coalesce(F.col("_shown"), F.lit(0)) / F.col("_total")
+    wide = per_list.select(
+        *keys,
+        *[
+            (F.col(m) if m in per_list.columns else values[m]).cast("double").alias(m)
+            for m in wanted
+        ],
+    )
+    return to_long(wide, metrics=wanted, keys=keys).filter(F.col("value").isNotNull())
 
 
 BOOTSTRAPPED_METRICS = tuple(m.name for m in family("beyond") if m.bootstrapped)

@@ -17,9 +17,6 @@ from receval_spark.metrics.beyond import (
     BeyondInputs,
     bootstrap_std,
     catalogue_totals,
-    category_coverage,
-    category_diversity,
-    embedding_diversity,
     exposure_blocks,
     group_beyond,
     group_values,
@@ -28,10 +25,8 @@ from receval_spark.metrics.beyond import (
     jaccard_pair_distances,
     list_counts,
     long_tail,
-    novelty,
     per_user_beyond,
     poisson_weight,
-    serendipity,
     top_k_lists,
     unit_vectors,
 )
@@ -79,6 +74,26 @@ def personalization_of(lists):
     history = lists.select("user_id", "item_id")
     catalogue = item_statistics(history)
     return statistics_of(lists, catalogue, catalogue_totals(history, catalogue))
+
+
+def beyond_metric(
+    lists, metric, *, catalogue=None, totals=None, truth=None, expected=None, **metadata
+):
+    """(k, user_id, metric, value) of one per-user beyond-accuracy metric of (user_id, k,
+    item_id) lists; the catalogue defaults to the lists' own items, Rel(u) and the expected
+    pairs to none, ``metadata`` is ``categories`` and/or ``units``."""
+    spark = lists.sparkSession
+    history = lists.select("user_id", "item_id")
+    catalogue = catalogue if catalogue is not None else item_statistics(history)
+    inputs = BeyondInputs(
+        catalogue=catalogue,
+        totals=totals if totals is not None else catalogue_totals(history, catalogue),
+        truth=truth if truth is not None else frame(spark, [], TRUTH),
+        expected=expected if expected is not None else frame(spark, [], LISTS),
+        expected_keys=("user_id", "k", "item_id"),
+        **metadata,
+    )
+    return per_user_beyond(lists, inputs, by=["k"], metrics=[metric])
 
 
 def by_key(df, key, value="value"):
@@ -248,7 +263,7 @@ def test_novelty_worked_example_with_the_floor_for_unknown_items(spark):
     catalogue, totals = catalogue_of(spark, EXAMPLE_HISTORY)
     lists = frame(spark, EXAMPLE_LISTS, LISTS)
 
-    values = by_key(novelty(lists, catalogue, totals, by=["k"]), "user_id")
+    values = by_key(beyond_metric(lists, "novelty", catalogue=catalogue, totals=totals), "user_id")
 
     # p(1) = 3/3 -> -log2 p = 0; p(2) = p(3) = p(4) = 1/3 -> log2 3;
     # p(9) = max(0, 1)/3 = 1/3 (floored) -> log2 3
@@ -413,7 +428,9 @@ def test_category_diversity_of_multi_category_items_by_hand(spark):
     ILD = 1 - mean cosine over the pairs of items with categories."""
     categories = frame(spark, CATEGORY_ROWS, CATEGORIES)
 
-    values = by_key(category_diversity(category_lists(spark), categories, by=["k"]), "user_id")
+    values = by_key(
+        beyond_metric(category_lists(spark), "ild_category", categories=categories), "user_id"
+    )
 
     root2 = math.sqrt(2)
     want = {
@@ -439,8 +456,8 @@ def test_category_diversity_stays_in_0_1_where_the_old_ratio_exceeded_1(spark):
     same = frame(spark, [(4, ["x", "y", "z"]), (5, ["z", "y", "x"])], CATEGORIES)
     equal = frame(spark, [(9, 2, 4), (9, 2, 5)], LISTS)
 
-    values = by_key(category_diversity(lists, categories, by=["k"]), "user_id")
-    identical = by_key(category_diversity(equal, same, by=["k"]), "user_id")
+    values = by_key(beyond_metric(lists, "ild_category", categories=categories), "user_id")
+    identical = by_key(beyond_metric(equal, "ild_category", categories=same), "user_id")
 
     assert values == pytest.approx({1: 1.0}, abs=TOL)  # user 2 has one item: no value
     assert identical == {9: 0.0}
@@ -453,7 +470,10 @@ def test_category_coverage_by_hand(spark):
     catalogue = item_statistics(frame(spark, [(10, 1), (10, 2), (11, 3), (11, 4)], HISTORY))
 
     got = by_key(
-        category_coverage(category_lists(spark), categories, catalogue, by=["k"]), "user_id"
+        beyond_metric(
+            category_lists(spark), "category_coverage", categories=categories, catalogue=catalogue
+        ),
+        "user_id",
     )
 
     want = {
@@ -475,7 +495,12 @@ def test_category_coverage_without_catalogue_categories_has_no_value(spark):
     catalogue = item_statistics(frame(spark, [(10, 1), (10, 2)], HISTORY))
     lists = frame(spark, [(1, 2, 1), (1, 2, 8)], LISTS)
 
-    assert category_coverage(lists, categories, catalogue, by=["k"]).count() == 0
+    assert (
+        beyond_metric(
+            lists, "category_coverage", categories=categories, catalogue=catalogue
+        ).count()
+        == 0
+    )
 
 
 def test_embedding_diversity_worked_example(spark):
@@ -484,7 +509,7 @@ def test_embedding_diversity_worked_example(spark):
     )
     lists = frame(spark, [(1, 3, 1), (1, 3, 2), (1, 3, 3)], LISTS)
 
-    values = by_key(embedding_diversity(lists, units, by=["k"]), "user_id")
+    values = by_key(beyond_metric(lists, "ild_embedding", units=units), "user_id")
 
     # cos(1, 2) = 0, cos(1, 3) = cos(2, 3) = 1/sqrt(2): mean = sqrt(2)/3
     assert values == pytest.approx({1: 1 - math.sqrt(2) / 3}, abs=TOL)
@@ -501,8 +526,8 @@ def test_embedding_diversity_equals_the_explicit_pairwise_mean(spark):
     )
 
     got = by_key(
-        embedding_diversity(
-            spark.createDataFrame(lists, LISTS), unit_vectors(embeddings), by=["k"]
+        beyond_metric(
+            spark.createDataFrame(lists, LISTS), "ild_embedding", units=unit_vectors(embeddings)
         ),
         "user_id",
     )
@@ -543,12 +568,8 @@ def test_serendipity_against_the_popularity_baselines_top_k(spark):
         TRUTH,
     )
 
-    result = serendipity(
-        top_k_lists(ranked, ks=ks),
-        truth,
-        top_k_lists(popular, ks=ks),
-        by=["k"],
-        expected_keys=["user_id", "k", "item_id"],
+    result = beyond_metric(
+        top_k_lists(ranked, ks=ks), "serendipity", truth=truth, expected=top_k_lists(popular, ks=ks)
     )
 
     got = {(r.user_id, r.k): r.value for r in result.collect()}

@@ -72,7 +72,7 @@ def cuts_lineage(df: DataFrame) -> bool:
     master."""
     if type(df).__module__.startswith("pyspark.sql.connect"):
         return False
-    return df.sparkSession.conf.get("spark.master", "").startswith("local")
+    return (df.sparkSession.conf.get("spark.master", "") or "").startswith("local")
 
 
 def _is_cached(df: DataFrame) -> bool:

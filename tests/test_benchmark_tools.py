@@ -1,4 +1,5 @@
-"""The benchmark's own tools: the generator's comparison data and the numpy floor.
+"""The benchmark's own tools: the generator's comparison data, the numpy floor and the job
+profile's attribution of the event log.
 
 The side-by-side benchmark compares times only after the tools agree on the values, so its
 numpy floor must compute DESIGN §5's numbers; here it is checked against this project's
@@ -21,6 +22,7 @@ BENCHMARKS = REPO / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 generate = importlib.import_module("generate")
 side_by_side = importlib.import_module("side_by_side")
+job_profile = importlib.import_module("job_profile")
 
 
 @pytest.fixture(scope="module")
@@ -66,3 +68,36 @@ def test_numpy_floor_equals_the_spark_metrics(spark, data: Path) -> None:
     for metric in side_by_side.FOUR:
         assert np.isclose(values[metric], floor[metric], rtol=0, atol=1e-12), metric
         assert np.isclose(ml[metric], floor[metric], rtol=0, atol=1e-12), metric
+
+
+def test_the_job_profile_attributes_jobs_busy_idle_and_task_time_to_stages() -> None:
+    """Stage a: [0, 10) with jobs 1-4 and 3-6 (busy 5, idle 5); stage b: [10, 20) with a job
+    submitted at 12 that runs past the stage's end (busy 8 within it)."""
+
+    def job(job_id, start, end, stages):
+        return [
+            {
+                "Event": "SparkListenerJobStart",
+                "Job ID": job_id,
+                "Submission Time": start * 1000,
+                "Stage IDs": stages,
+            },
+            {"Event": "SparkListenerJobEnd", "Job ID": job_id, "Completion Time": end * 1000},
+        ]
+
+    def task(stage, millis):
+        return {
+            "Event": "SparkListenerTaskEnd",
+            "Stage ID": stage,
+            "Task Metrics": {"Executor Run Time": millis},
+        }
+
+    events = [*job(0, 1, 4, [0]), *job(1, 3, 6, [1, 2]), task(0, 500), task(2, 1500)]
+    events += [*job(2, 12, 25, [3]), task(3, 4000), task(3, 4000)]
+    jobs = job_profile.job_intervals(events)
+    assert jobs == [(1, 4, 0.5), (3, 6, 1.5), (12, 25, 8.0)]
+
+    rows, total = job_profile.profile([("a", 0, 10), ("b", 10, 20)], jobs)
+
+    assert rows == [("a", 10, 2, 5, 5, 2.0), ("b", 10, 1, 8, 2, 8.0)]
+    assert total == ("total", 20, 3, 13, 7, 10.0)

@@ -522,3 +522,41 @@ class ReportRoot:
 
     uri: str
     local: Path
+
+
+def beyond_metric(
+    lists: Any,
+    metric: str,
+    *,
+    catalogue: Any = None,
+    totals: Any = None,
+    truth: Any = None,
+    expected: Any = None,
+    **metadata: Any,
+) -> Any:
+    """(k, user_id, metric, value) of one per-user beyond-accuracy metric of (user_id, k,
+    item_id) lists (``per_user_beyond``); the catalogue defaults to the lists' own items, Rel(u)
+    and the expected pairs to none, ``metadata`` is ``categories`` and/or ``units``."""
+    from receval_spark.metrics.beyond import (
+        BeyondInputs,
+        catalogue_totals,
+        item_statistics,
+        per_user_beyond,
+    )
+
+    spark = lists.sparkSession
+    history = lists.select("user_id", "item_id")
+    catalogue = catalogue if catalogue is not None else item_statistics(history)
+    inputs = BeyondInputs(
+        catalogue=catalogue,
+        totals=totals if totals is not None else catalogue_totals(history, catalogue),
+        truth=truth
+        if truth is not None
+        else spark.createDataFrame([], "user_id int, item_id int, grade double"),
+        expected=expected
+        if expected is not None
+        else spark.createDataFrame([], "user_id int, k int, item_id int"),
+        expected_keys=("user_id", "k", "item_id"),
+        **metadata,
+    )
+    return per_user_beyond(lists, inputs, by=["k"], metrics=[metric])

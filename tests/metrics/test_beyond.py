@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import reference as ref
+from helpers import beyond_metric
 from pyspark.sql import functions as F
 
 from receval_spark.metrics import beyond
@@ -74,26 +75,6 @@ def personalization_of(lists):
     history = lists.select("user_id", "item_id")
     catalogue = item_statistics(history)
     return statistics_of(lists, catalogue, catalogue_totals(history, catalogue))
-
-
-def beyond_metric(
-    lists, metric, *, catalogue=None, totals=None, truth=None, expected=None, **metadata
-):
-    """(k, user_id, metric, value) of one per-user beyond-accuracy metric of (user_id, k,
-    item_id) lists; the catalogue defaults to the lists' own items, Rel(u) and the expected
-    pairs to none, ``metadata`` is ``categories`` and/or ``units``."""
-    spark = lists.sparkSession
-    history = lists.select("user_id", "item_id")
-    catalogue = catalogue if catalogue is not None else item_statistics(history)
-    inputs = BeyondInputs(
-        catalogue=catalogue,
-        totals=totals if totals is not None else catalogue_totals(history, catalogue),
-        truth=truth if truth is not None else frame(spark, [], TRUTH),
-        expected=expected if expected is not None else frame(spark, [], LISTS),
-        expected_keys=("user_id", "k", "item_id"),
-        **metadata,
-    )
-    return per_user_beyond(lists, inputs, by=["k"], metrics=[metric])
 
 
 def by_key(df, key, value="value"):

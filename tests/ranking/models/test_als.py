@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 
+from helpers import beyond_metric
 from pyspark.sql import functions as F
 
-from receval_spark.metrics.beyond import embedding_diversity, unit_vectors
+from receval_spark.metrics.beyond import unit_vectors
 from receval_spark.ranking.models.als import als_item_embeddings
 
 
@@ -35,7 +36,9 @@ def test_als_gives_one_finite_vector_of_the_configured_rank_per_train_item(spark
     same_group = spark.createDataFrame([(1, 10), (1, 11)], "user_id int, item_id int")
     mixed = spark.createDataFrame([(2, 10), (2, 20)], "user_id int, item_id int")
     lists = same_group.unionByName(mixed).withColumn("k", F.lit(2))
-    diversity = {r.user_id: r.value for r in embedding_diversity(lists, units, by=["k"]).collect()}
+    diversity = {
+        r.user_id: r.value for r in beyond_metric(lists, "ild_embedding", units=units).collect()
+    }
     assert diversity[1] < 0.1 < diversity[2]
 
 

@@ -145,9 +145,7 @@ def read_inputs(
     return Inputs(
         interactions=interactions,
         items=(
-            persist(
-                load_items(table("data.items", data.items), data.items, interactions=interactions)
-            )
+            load_items(table("data.items", data.items), data.items, interactions=interactions)
             if data.items is not None
             else None
         ),
@@ -169,29 +167,33 @@ def read_inputs(
 
 
 def load_interactions(raw: DataFrame, source: InteractionsSource) -> DataFrame:
-    """Map and validate the interaction log (one validation pass)."""
-    interactions = persist(
-        canonical_interactions(
-            raw,
-            columns=source.columns,
-            timestamp_unit=source.timestamp_unit,
-            source="data.interactions",
-        )
-    )
+    """Map and validate the interaction log (one validation pass); read errors (a local
+    session reads while persisting) name the source."""
     with reading("data.interactions", source):
+        interactions = persist(
+            canonical_interactions(
+                raw,
+                columns=source.columns,
+                timestamp_unit=source.timestamp_unit,
+                source="data.interactions",
+            )
+        )
         validate_interactions(interactions, columns=source.columns, source="data.interactions")
     return interactions
 
 
 def load_items(raw: DataFrame, source: ItemsSource, *, interactions: DataFrame) -> DataFrame:
-    """Item metadata as (item_id, categories, embedding), ids cast to the log's type."""
+    """Item metadata as (item_id, categories, embedding), ids cast to the log's type,
+    persisted."""
     with reading("data.items", source):
-        return canonical_items(
-            raw,
-            columns=source.columns,
-            separator=source.category_separator,
-            item_type=interactions.schema[ITEM].dataType,
-            source="data.items",
+        return persist(
+            canonical_items(
+                raw,
+                columns=source.columns,
+                separator=source.category_separator,
+                item_type=interactions.schema[ITEM].dataType,
+                source="data.items",
+            )
         )
 
 
@@ -200,16 +202,16 @@ def load_impressions(
 ) -> DataFrame:
     """Map and validate the logged impressions as (user_id, item_id, position, reward,
     propensity), ids cast to the interaction log's id types (one validation pass)."""
-    impressions = persist(
-        canonical_impressions(
-            raw,
-            columns=source.columns,
-            user_type=interactions.schema[USER].dataType,
-            item_type=interactions.schema[ITEM].dataType,
-            source="data.impressions",
-        )
-    )
     with reading("data.impressions", source):
+        impressions = persist(
+            canonical_impressions(
+                raw,
+                columns=source.columns,
+                user_type=interactions.schema[USER].dataType,
+                item_type=interactions.schema[ITEM].dataType,
+                source="data.impressions",
+            )
+        )
         validate_impressions(impressions, source="data.impressions")
     return impressions
 

@@ -103,11 +103,12 @@ def read_session_inputs(
 
 
 def load_clicks(raw: DataFrame, source: ClicksSource, *, key: str) -> DataFrame:
-    """Map and validate a click table (one validation pass)."""
-    clicks = persist(
-        canonical_clicks(raw, columns=source.columns, time_unit=source.time_unit, source=key)
-    )
+    """Map and validate a click table (one validation pass); read errors (a local session
+    reads while persisting) name the source."""
     with reading(key, source):
+        clicks = persist(
+            canonical_clicks(raw, columns=source.columns, time_unit=source.time_unit, source=key)
+        )
         validate_clicks(clicks, columns=source.columns, source=key)
     return clicks
 

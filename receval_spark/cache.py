@@ -11,8 +11,8 @@ In a local session (master ``local[...]``, not Spark Connect) :func:`persist` cu
 instead (an eager ``localCheckpoint``): the executors live in the driver's JVM, so a lost block is
 a lost driver and a cache's lineage buys no fault tolerance there, while every later plan that
 starts from a materialised table instead of the plan that made it is planned, re-optimised by
-AQE and reported to listeners in a fraction of the time (the ml-100k job: 281 -> 207 Spark jobs,
-94 -> 58 s; benchmarks/README.md, job profile). A checkpoint matches no later plan, so it can
+AQE and reported to listeners in a fraction of the time (the ml-100k job: 94 -> 58 s;
+benchmarks/README.md, job profile). A checkpoint matches no later plan, so it can
 never answer another run; its blocks go when its DataFrame is garbage-collected.
 """
 

@@ -336,18 +336,24 @@ def port_accepts(port: int) -> bool:
         return False
 
 
+def start_evaluate(config: Path, **popen: Any) -> subprocess.Popen[Any]:
+    """``python -m receval_spark evaluate --config config`` started in its own process (the
+    job's environment, from the repository), ``popen`` passed to ``subprocess.Popen``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "receval_spark", "evaluate", "--config", str(config)],
+        cwd=REPO,
+        env=job_env(),
+        **popen,
+    )
+
+
 def kill_at_event(config: Path, log: Path, kind: str, *, timeout: float = 600) -> str:
     """Start ``receval evaluate --config config`` and SIGKILL its process group as soon as a
     new ``kind`` event (begin, commit, ...) has its file in the commit log folder ``log``
     (``<output>/_commits/events`` on the local disk); return that event's folder name."""
     known = {p.parent.name for p in log.glob(f"*.{kind}/part-*")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "receval_spark", "evaluate", "--config", str(config)],
-        cwd=REPO,
-        env=job_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+    proc = start_evaluate(
+        config, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
     deadline = time.monotonic() + timeout
     try:

@@ -14,7 +14,16 @@ import sys
 
 import pytest
 import yaml
-from helpers import REPO, ReportRoot, crafted_job_config, crafted_log, job_env, kept_sql_conf, read
+from helpers import (
+    REPO,
+    ReportRoot,
+    crafted_job_config,
+    crafted_log,
+    job_env,
+    kept_sql_conf,
+    read,
+    start_evaluate,
+)
 
 from receval_spark.cli import main
 
@@ -53,14 +62,7 @@ def job_config(tmp_path, root: ReportRoot, viewfs_link: str):
 
 
 def evaluate(config) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "receval_spark", "evaluate", "--config", str(config)],
-        cwd=REPO,
-        env=job_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return start_evaluate(config, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 @pytest.mark.parametrize("report_root", ["viewfs"], indirect=True)

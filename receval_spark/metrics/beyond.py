@@ -317,20 +317,19 @@ def category_entries(categories: DataFrame) -> DataFrame:
 
 
 def category_sums(
-    lists: DataFrame, categories: DataFrame, catalogue: DataFrame, *, keys: Sequence[str]
+    lists: DataFrame, entries: DataFrame, known: DataFrame, *, keys: Sequence[str]
 ) -> DataFrame:
     """(*keys, _squared, _described, _shown) per list (``keys``): ||sum v||^2 = sum over its
     categories c of s_c^2 (s_c = sum of 1/sqrt(|C_i|) over the list items holding c, the unit
     multi-hot vectors of ild_category), the number of its items with categories, and the number
-    of its distinct categories among the catalogue's (C_I: categories of items with a train
-    interaction). One aggregation per (list, category), one per list; lists without an item
-    with categories have no row."""
+    of its distinct categories among ``known`` (:func:`catalogue_categories`). ``entries``:
+    :func:`category_entries`. One aggregation per (list, category), one per list; lists without
+    an item with categories have no row."""
     keys = list(keys)
-    entries = category_entries(categories)
     per_category = (
         lists.select(*keys, ITEM)
         .join(entries, on=ITEM)
-        .join(catalogue_categories(entries, catalogue), on="category", how="left")
+        .join(known, on="category", how="left")
         .groupBy(*keys, "category")
         .agg(
             exact_sum("weight").alias("_s"),
@@ -416,28 +415,27 @@ def per_user_beyond(
     """
     by = list(by)
     keys = [*by, USER]
-    described = {"ild_category": inputs.categories, "category_coverage": inputs.categories}
-    described["ild_embedding"] = inputs.units
-    wanted = [
-        m
-        for m in PER_USER_METRICS
-        if m in metrics and (m not in described or described[m] is not None)
-    ]
+    described = {
+        "ild_category": inputs.categories,
+        "category_coverage": inputs.categories,
+        "ild_embedding": inputs.units,
+    }
+    wanted = [m for m in PER_USER_METRICS if m in metrics and described.get(m, True) is not None]
     if not wanted:
         return None
     rows = lists.select(*keys, ITEM)
-    values: dict[str, Column] = {}
+    aggregates: dict[str, Column] = {}
     if "novelty" in wanted:
         rows = rows.join(inputs.catalogue.select(ITEM, "n_users"), on=ITEM, how="left")
         rows = rows.crossJoin(F.broadcast(inputs.totals.select("n_train_users")))
         n_users = F.col("n_train_users").cast("double")
         p = F.greatest(F.coalesce(F.col("n_users"), F.lit(0)), F.lit(1)) / n_users
-        values["novelty"] = exact_mean(-F.log2(p))
+        aggregates["novelty"] = exact_mean(-F.log2(p))
     if "ild_embedding" in wanted:
         rows = rows.join(inputs.units, on=ITEM, how="left")
         total = vector_sum(F.collect_list("unit"))
         squared = F.aggregate(total, F.lit(0.0), lambda acc, x: acc + x * x)
-        values["ild_embedding"] = list_diversity(squared, F.count("unit"))
+        aggregates["ild_embedding"] = list_diversity(squared, F.count("unit"))
     if "serendipity" in wanted:
         relevant = inputs.truth.select(USER, ITEM, F.lit(True).alias("_relevant"))
         expected_keys = list(inputs.expected_keys)
@@ -445,31 +443,23 @@ def per_user_beyond(
         rows = rows.join(relevant, on=[USER, ITEM], how="left")
         rows = rows.join(expected, on=expected_keys, how="left")
         surprising = F.col("_relevant") & F.col("_expected").isNull()
-        values["serendipity"] = F.count(F.when(surprising, True)) / F.col("k")
-    per_list = rows.groupBy(*keys).agg(
-        F.count(F.lit(1)).alias("_slots"), *[v.alias(m) for m, v in values.items()]
+        aggregates["serendipity"] = F.count(F.when(surprising, True)) / F.col("k")
+    per_list = rows.groupBy(*keys).agg(  # _slots: every list gets a row, whatever is wanted
+        F.count(F.lit(1)).alias("_slots"), *[v.alias(m) for m, v in aggregates.items()]
     )
+    values = {m: F.col(m) for m in aggregates}
     if inputs.categories is not None and {"ild_category", "category_coverage"} & set(wanted):
         entries = category_entries(inputs.categories)
-        total = (
-            catalogue_categories(entries, inputs.catalogue)
-            .agg(F.count(F.lit(1)).alias("_total"))
-            .filter(F.col("_total") > 0)
-        )
-        sums = category_sums(lists, inputs.categories, inputs.catalogue, keys=keys)
+        known = catalogue_categories(entries, inputs.catalogue)
+        total = known.agg(F.count(F.lit(1)).alias("_total")).filter(F.col("_total") > 0)
+        sums = category_sums(lists, entries, known, keys=keys)
         per_list = per_list.join(sums, on=keys, how="left")
         per_list = per_list.join(F.broadcast(total), on=F.lit(True), how="left")
         ild = list_diversity(F.col("_squared"), F.col("_described"))
         clipped = F.least(F.greatest(ild, F.lit(0.0)), F.lit(1.0))  # rounding; in [0, 1]
         values["ild_category"] = F.when(ild.isNotNull(), clipped)
         values["category_coverage"] = F.coalesce(F.col("_shown"), F.lit(0)) / F.col("_total")
-    wide = per_list.select(
-        *keys,
-        *[
-            (F.col(m) if m in per_list.columns else values[m]).cast("double").alias(m)
-            for m in wanted
-        ],
-    )
+    wide = per_list.select(*keys, *[values[m].cast("double").alias(m) for m in wanted])
     return to_long(wide, metrics=wanted, keys=keys).filter(F.col("value").isNotNull())
 
 
@@ -703,15 +693,15 @@ def group_beyond(
     """
     by = list(by)
     columns = [*by, "metric", "value", "std", "n_samples", "interval", "n_users"]
+    statistics = [m for m in GROUP_STATISTICS if m in metrics]
+    if not statistics and "personalization_jaccard" not in metrics:
+        return None
     counts = persist(list_counts(lists, by=by))  # read by every statistic below
     frames = []
-    scalar = group_statistics(
-        persist(exposure_blocks(item_exposure(lists, inputs.catalogue, by=by), by=by)),
-        counts,
-        inputs.totals,
-        by=by,
-        metrics=metrics,
-    )
+    scalar = None
+    if statistics:  # blocks persisted only when a statistic reads them
+        blocks = persist(exposure_blocks(item_exposure(lists, inputs.catalogue, by=by), by=by))
+        scalar = group_statistics(blocks, counts, inputs.totals, by=by, metrics=statistics)
     if scalar is not None:
         spread = bootstrap_std(
             lists, inputs, by=by, metrics=metrics, samples=bootstrap_samples, seed=seed

@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test test-all setup lint bench
 SCALE ?= small
+# two pytest workers, each running whole modules (tests/conftest.py: module_groups); XDIST=
+# runs the tests in this process, one after the other
+XDIST ?= -n 2 --dist loadgroup --no-loadscope-reorder
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,14 +28,14 @@ lint: setup
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest $(XDIST) -m "not slow"
 
 # everything, as .ci/run: also the real-data parity (../shared/data), the demo as users run it,
 # the standalone cluster, Spark Connect, the browser, the notebook and the fault tests
 test-all: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(XDIST)
 
 # side by side with Spark ML, Microsoft Recommenders and a numpy floor (benchmarks/README.md)
 bench: setup

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from helpers import (
     ml100k_external_recs,
     ml100k_job,
     run_demo,
+    run_shipped_demo,
 )
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -36,7 +38,11 @@ SLOW_MARKERS = (
     "browser",
     "notebook",
 )
-FIXTURE_MARKERS = {"shared_data": "shared_data", "demo_runs": "deployment"}
+FIXTURE_MARKERS = {
+    "shared_data": "shared_data",
+    "demo_runs": "deployment",
+    "shipped_demo": "deployment",
+}
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -48,9 +54,19 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         )
 
 
+# Session-scoped fixtures computed once per test run. Under pytest-xdist (`make test`, `make
+# test-all`: -n 2 --dist loadgroup) a worker runs whole groups, so each module runs in one worker
+# (its module-scoped fixtures are set up once) and the modules sharing one of these fixtures
+# form one group (the fixture is computed by one worker only).
+SHARED_FIXTURES = ("demo_runs", "shipped_demo", "ml100k_run")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups from the markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the slow tests, then run the modules without one first (order kept within a module,
-    so module-scoped fixtures are set up once)."""
+    """Mark the slow tests and group them by module (xdist_group); run serially, the modules
+    without a slow test go first (fail fast); under xdist, the slow groups go first, largest
+    first (the long ones start at once, the quick ones fill the workers' gaps). Order is kept
+    within a module, so module-scoped fixtures are set up once."""
     slow_modules = set()
     for item in items:
         for fixture, marker in FIXTURE_MARKERS.items():
@@ -59,7 +75,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if any(item.get_closest_marker(name) for name in SLOW_MARKERS):
             item.add_marker(pytest.mark.slow)
             slow_modules.add(item.module)
-    items.sort(key=lambda item: item.module in slow_modules)
+    group = module_groups(items)
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group[item.module]))
+    if config.getoption("dist", "no") == "no" and not os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: item.module in slow_modules)
+        return
+    slow = Counter(group[item.module] for item in items if item.module in slow_modules)
+    items.sort(key=lambda item: -slow[group[item.module]])
+
+
+def module_groups(items: list[pytest.Item]) -> dict[object, str]:
+    """Module -> group name: its own, or one shared by every module whose tests use the same
+    SHARED_FIXTURES fixture (connected modules merged)."""
+    parent: dict[object, object] = {}
+
+    def root(module: object) -> object:
+        while parent.setdefault(module, module) is not module:
+            module = parent[module]
+        return module
+
+    first_user: dict[str, object] = {}
+    for item in items:
+        for fixture in SHARED_FIXTURES:
+            if fixture in getattr(item, "fixturenames", ()):
+                other = first_user.setdefault(fixture, item.module)
+                parent[root(item.module)] = root(other)
+    return {item.module: root(item.module).__name__ for item in items}
 
 
 # The job's defaults (spark.DEFAULT_CONF: plan-string cap, AQE, UTC) plus a session that lives
@@ -121,6 +163,12 @@ def report_root(request, tmp_path, viewfs_mount) -> ReportRoot:
 def demo_runs(tmp_path_factory):
     """The demo job run three times as users run it (helpers.run_demo), once per test run."""
     return run_demo(tmp_path_factory.mktemp("demo"))
+
+
+@pytest.fixture(scope="session")
+def shipped_demo(tmp_path_factory):
+    """conf/demo.yaml as shipped, run once per test run (helpers.run_shipped_demo)."""
+    return run_shipped_demo(tmp_path_factory.mktemp("shipped-demo"))
 
 
 @pytest.fixture(scope="session")

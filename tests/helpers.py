@@ -521,6 +521,21 @@ def run_demo(tmp: Path) -> DemoRuns:
     return DemoRuns(output, after_first, by_module, jvm, first, again, date_m_before_rerun)
 
 
+@dataclass
+class ShippedDemo:
+    output: Path
+    proc: subprocess.CompletedProcess[str]  # receval evaluate, DATE_A, conf/demo.yaml as shipped
+
+
+def run_shipped_demo(tmp: Path) -> ShippedDemo:
+    """conf/demo.yaml exactly as `make demo` runs it (every model it names, both protocols), by
+    ``receval evaluate`` for DATE_A into ``tmp/reports``."""
+    output = tmp / "reports"
+    config = ["--config", "conf/demo.yaml", "--set", f"output.path={output}"]
+    proc = run([str(VENV_BIN / "receval"), "evaluate", *config, "--set", f"run.date={DATE_A}"])
+    return ShippedDemo(output, proc)
+
+
 @dataclass(frozen=True)
 class ReportRoot:
     """An output root for report tests: the URI jobs write to, and the local folder behind it

@@ -3,7 +3,7 @@ in its own process (and JVM), against the report contract of CONTRACT.md.
 
 Subprocess runs are slow, so the demo runs happen once per test run (``demo_runs``: python -m,
 receval, then spark-submit re-running receval's date) and the tests inspect what they left
-behind; the shipped demo with its candidate models runs once, in its own test.
+behind; the shipped demo with its candidate models is tests/test_shipped_demo.py.
 """
 
 from __future__ import annotations
@@ -352,41 +352,3 @@ def test_long_tail_dataset_adds_up_to_the_catalogue_and_the_lists(demo_runs: Dem
         )
         if model == "popularity":  # a full list for every evaluated user
             assert group.recommendations.sum() == k * n_users
-
-
-@pytest.mark.deployment
-def test_the_shipped_demo_evaluates_the_candidate_models_as_configured(tmp_path: Path) -> None:
-    """conf/demo.yaml exactly as `make demo` runs it: ALS (a grid tuned on the validation
-    period) and item-kNN next to popularity and random, full and sampled_100 rows apart, the
-    tuning in runs/, the sampled caveat and the tuning in the human report."""
-    output = tmp_path / "reports"
-    proc = run(
-        [
-            str(VENV_BIN / "receval"),
-            "evaluate",
-            "--config",
-            "conf/demo.yaml",
-            "--set",
-            f"output.path={output}",
-            "--set",
-            f"run.date={DATE_A}",
-        ]
-    )
-    assert proc.returncode == 0, explain(proc)
-    metrics = pd.read_parquet(output / "metrics" / f"run_date={DATE_A}")
-    ndcg = metrics[(metrics["metric"] == "ndcg") & (metrics["k"] == 10)]
-    ndcg = ndcg[ndcg["segment"] == "all"].set_index(["model", "protocol"])["value"]
-    models = {"popularity", "random", "oracle", "als", "item_knn"}
-    assert set(ndcg.index) == {(m, p) for m in models for p in ("full", "sampled_100")}
-    for model in models - {"oracle"}:
-        assert ndcg[(model, "sampled_100")] > ndcg[(model, "full")], model
-    assert set(metrics.loc[metrics["protocol"] == "sampled_100", "metric"]) <= set(
-        ("precision", "recall", "hit_rate", "mrr", "map", "ndcg", "arhr", "f1")
-    )
-    (record,) = pd.read_parquet(output / "runs" / f"run_date={DATE_A}").itertuples()
-    tuning = json.loads(record.tuning)
-    assert set(tuning) == {"als"} and len(tuning["als"]["grid"]) == 2
-    assert tuning["als"]["chosen"]["reg_param"] in (0.1, 1.0)
-    report = (output / "report" / DATE_A / "report.md").read_text(encoding="utf-8")
-    assert "## Protocol sampled_100" in report and "not comparable with the full" in report
-    assert "## Tuning on the validation period" in report

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import DATE_A, REPO
+from helpers import DATE_A, REPO, explain
 
 from receval_spark.cli import main
 
@@ -265,10 +265,12 @@ def png_size(png: bytes) -> tuple[int, int]:
 
 
 @pytest.fixture(scope="module")
-def report_html(demo_runs, tmp_path_factory) -> Path:
-    """`receval report` of the demo run on ml-latest-small (tests/demo_job.py)."""
+def report_html(shipped_demo, tmp_path_factory) -> Path:
+    """`receval report` of the shipped demo's run on ml-latest-small (every model, both
+    protocols: the page a new user opens first)."""
+    assert shipped_demo.proc.returncode == 0, explain(shipped_demo.proc)
     out = tmp_path_factory.mktemp("report-browser") / "report.html"
-    reports = str(demo_runs.after_first)
+    reports = str(shipped_demo.output)
     assert main(["report", "--reports", reports, "--date", DATE_A, "--out", str(out)]) == 0
     return out
 
@@ -309,7 +311,8 @@ def test_report_loads_in_chromium_without_console_errors(report_html: Path, tmp_
     ARTEFACT.write_bytes(page.screenshot)
     print(f"report screenshot: {ARTEFACT}")
     assert page.errors == [], page.errors
-    assert sorted(page.facts["summaryModels"]) == ["oracle", "popularity", "random"], page.facts
+    models = ["als", "item_knn", "oracle", "popularity", "random"]
+    assert sorted(page.facts["summaryModels"]) == models, page.facts
     assert page.facts["summaryHeight"] > 0, "the summary table is not displayed"
     images = page.facts["images"]
     assert len(images) >= 3 and len(images) == html.count("<img"), images

@@ -280,7 +280,6 @@ def test_cli_api_and_spark_submit_write_bit_identical_reports(
 
 
 def test_report_renders_the_demo_run_from_parquet_alone(demo_runs: DemoRuns, tmp_path) -> None:
-
     from receval_spark.cli import main as receval
 
     out = tmp_path / "report.html"
@@ -328,7 +327,6 @@ def test_report_renders_the_demo_run_from_parquet_alone(demo_runs: DemoRuns, tmp
 
 
 def test_long_tail_dataset_adds_up_to_the_catalogue_and_the_lists(demo_runs: DemoRuns) -> None:
-
     out = demo_runs.after_first
     tail = pd.read_parquet(out / "long_tail" / f"run_date={DATE_A}")
     metrics = pd.read_parquet(out / "metrics" / f"run_date={DATE_A}")

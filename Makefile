@@ -5,9 +5,9 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test test-all setup lint bench
 SCALE ?= small
-# two pytest workers, each running whole modules (tests/conftest.py: module_groups); XDIST=
-# runs the tests in this process, one after the other
-XDIST ?= -n 2 --dist loadgroup --no-loadscope-reorder
+# two pytest workers, each running whole modules or groups of them (tests/conftest.py:
+# SHARED_GROUPS), in the order conftest gives; XDIST= runs the tests in this process
+XDIST ?= -n 2 --no-loadscope-reorder
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

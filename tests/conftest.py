@@ -54,54 +54,61 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         )
 
 
-# Session-scoped fixtures computed once per test run. Under pytest-xdist (`make test`, `make
-# test-all`: -n 2 --dist loadgroup) a worker runs whole groups, so each module runs in one worker
-# (its module-scoped fixtures are set up once) and the modules sharing one of these fixtures
-# form one group (the fixture is computed by one worker only).
-SHARED_FIXTURES = ("demo_runs", "shipped_demo", "ml100k_run")
+# Under pytest-xdist (`make test`, `make test-all`: two workers) a worker runs whole groups: a
+# module is a group (its module-scoped fixtures are set up once), and the modules sharing an
+# expensive session-scoped fixture form one group, named here, so that one worker computes it.
+# (xdist's own loadgroup does not work with pytest 9.2: it renames items through a field that
+# pytest no longer reads; the groups are given to xdist's scope scheduler instead.)
+SHARED_GROUPS = {
+    "demo_runs": ("test_cli_end_to_end.py", "test_cluster.py", "test_connect.py"),
+    "shipped_demo": ("test_shipped_demo.py", "report/test_report_browser.py"),
+    "ml100k_run": ("metrics/test_beyond_parity.py", "ranking/test_parity_ml100k.py"),
+}
+GROUP_OF = {f"tests/{path}": group for group, paths in SHARED_GROUPS.items() for path in paths}
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups from the markers
+def group_of(nodeid: str) -> str:
+    """The xdist group of a test: its SHARED_GROUPS name, else its module's path."""
+    path = nodeid.split("::", 1)[0]
+    return GROUP_OF.get(path, path)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """xdist's scope scheduler with :func:`group_of` as the scope of a test."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return ModuleGroups(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the slow tests and group them by module (xdist_group); run serially, the modules
-    without a slow test go first (fail fast); under xdist, the slow groups go first, largest
-    first (the long ones start at once, the quick ones fill the workers' gaps). Order is kept
-    within a module, so module-scoped fixtures are set up once."""
+    """Mark the slow tests; run serially, the modules without a slow test go first (fail
+    fast); under xdist, the groups with most slow tests go first (the long ones start at once,
+    the quick ones fill the workers' gaps). Order is kept within a module, so module-scoped
+    fixtures are set up once. A module using a SHARED_GROUPS fixture outside its group is a
+    usage error (the fixture would be computed by both workers)."""
     slow_modules = set()
     for item in items:
         for fixture, marker in FIXTURE_MARKERS.items():
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(marker)
+        for fixture in SHARED_GROUPS:
+            if fixture in getattr(item, "fixturenames", ()) and group_of(item.nodeid) != fixture:
+                raise pytest.UsageError(
+                    f"{item.nodeid} uses {fixture}: add its module to SHARED_GROUPS[{fixture!r}] "
+                    "in tests/conftest.py"
+                )
         if any(item.get_closest_marker(name) for name in SLOW_MARKERS):
             item.add_marker(pytest.mark.slow)
             slow_modules.add(item.module)
-    group = module_groups(items)
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(group[item.module]))
-    if config.getoption("dist", "no") == "no" and not os.environ.get("PYTEST_XDIST_WORKER"):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
         items.sort(key=lambda item: item.module in slow_modules)
         return
-    slow = Counter(group[item.module] for item in items if item.module in slow_modules)
-    items.sort(key=lambda item: -slow[group[item.module]])
-
-
-def module_groups(items: list[pytest.Item]) -> dict[object, str]:
-    """Module -> group name: its own, or one shared by every module whose tests use the same
-    SHARED_FIXTURES fixture (connected modules merged)."""
-    parent: dict[object, object] = {}
-
-    def root(module: object) -> object:
-        while parent.setdefault(module, module) is not module:
-            module = parent[module]
-        return module
-
-    first_user: dict[str, object] = {}
-    for item in items:
-        for fixture in SHARED_FIXTURES:
-            if fixture in getattr(item, "fixturenames", ()):
-                other = first_user.setdefault(fixture, item.module)
-                parent[root(item.module)] = root(other)
-    return {item.module: root(item.module).__name__ for item in items}
+    slow = Counter(group_of(item.nodeid) for item in items if item.module in slow_modules)
+    items.sort(key=lambda item: -slow[group_of(item.nodeid)])
 
 
 # The job's defaults (spark.DEFAULT_CONF: plan-string cap, AQE, UTC) plus a session that lives

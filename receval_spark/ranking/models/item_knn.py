@@ -11,8 +11,8 @@ With U_i the distinct train users of item i and H(u) the distinct train items of
 N(i) holds the ``neighbours`` items most similar to i (ties by item id); scores are exact
 sums, so the ranking does not depend on the partitioning. Items of H(u) are
 scored too (seen-item filtering happens when ranking). Cost: the co-occurrence self-join has
-sum over users of |H(u)|^2 rows (once per fit); scoring has sum over users of
-|H(u)| · neighbours rows — no users x items product.
+sum over users of |H(u)| (|H(u)| - 1) / 2 rows (each unordered pair once; once per fit);
+scoring has sum over users of |H(u)| · neighbours rows — no users x items product.
 """
 
 from __future__ import annotations
@@ -29,12 +29,19 @@ def item_neighbours(history: DataFrame, *, neighbours: int) -> DataFrame:
     pairs = history.select(USER, ITEM).distinct()
     counts = pairs.groupBy(ITEM).agg(F.count(F.lit(1)).alias("_n"))
     left, right = pairs.alias("a"), pairs.alias("b")
-    together = (
+    # |U_i ∩ U_j| is symmetric: count each unordered pair once (half the self-join's rows),
+    # then give it to both items
+    once = (
         left.join(right, on=USER)
-        .filter(F.col(f"a.{ITEM}") != F.col(f"b.{ITEM}"))
+        .filter(F.col(f"a.{ITEM}") < F.col(f"b.{ITEM}"))
         .groupBy(F.col(f"a.{ITEM}").alias(ITEM), F.col(f"b.{ITEM}").alias("neighbour"))
         .agg(F.count(F.lit(1)).alias("_both"))
     )
+    both_ways = F.array(
+        F.struct(F.col(ITEM).alias(ITEM), F.col("neighbour").alias("neighbour")),
+        F.struct(F.col("neighbour").alias(ITEM), F.col(ITEM).alias("neighbour")),
+    )
+    together = once.select(F.inline(both_ways), "_both")
     similarity = (
         together.join(counts, on=ITEM)
         .join(

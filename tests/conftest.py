@@ -1,5 +1,6 @@
-"""Fixtures only (helpers: tests/helpers.py): one local SparkSession for the whole test run, the
-shared demo runs and real datasets, and the tiers of `make test` / `make test-all`."""
+"""Fixtures (helpers: tests/helpers.py): one local SparkSession for the whole test run, the
+shared demo runs and real datasets; the tiers of `make test` / `make test-all` and the groups
+their two xdist workers run."""
 
 from __future__ import annotations
 

@@ -531,8 +531,8 @@ def run_shipped_demo(tmp: Path) -> ShippedDemo:
     """conf/demo.yaml exactly as `make demo` runs it (every model it names, both protocols), by
     ``receval evaluate`` for DATE_A into ``tmp/reports``."""
     output = tmp / "reports"
-    config = ["--config", "conf/demo.yaml", "--set", f"output.path={output}"]
-    proc = run([str(VENV_BIN / "receval"), "evaluate", *config, "--set", f"run.date={DATE_A}"])
+    settings = ["--set", f"output.path={output}", "--set", f"run.date={DATE_A}"]
+    proc = run([str(VENV_BIN / "receval"), "evaluate", "--config", "conf/demo.yaml", *settings])
     return ShippedDemo(output, proc)
 
 

@@ -17,6 +17,7 @@ import pandas as pd
 import pyspark
 import pytest
 from helpers import (
+    ACCURACY_METRICS,
     DATE_A,
     DATE_M,
     DEPLOYMENT_SETTINGS,
@@ -35,7 +36,7 @@ from receval_spark.ranking.pipeline import JOB_STAGES
 
 pytestmark = pytest.mark.integration
 
-ACCURACY = {"precision", "recall", "hit_rate", "mrr", "map", "ndcg", "arhr", "f1"}
+ACCURACY = set(ACCURACY_METRICS)
 
 METRICS_TYPES = [
     ("run_id", "string"),

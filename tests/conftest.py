@@ -24,6 +24,14 @@ from helpers import (
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # every Spark the tests start: loopback only
+# Every JVM started through spark-submit (the jobs the tests run as processes, spark-submit
+# itself, the Connect and Thrift servers, notebook kernels' Spark) compiles with C1 only: such a
+# JVM lives for one small job, and C2's compiler threads cost it about 45% of its CPU time
+# (a crafted job as a process: 50 -> 28 CPU seconds), which two workers on two cores pay in
+# wall time. The test session's own long-lived JVM keeps C2 (TEST_SESSION_CONF). Compilation
+# does not change results: Java's floating point is strict since 17.
+SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_LIVED_JVM)
 
 # The tiers (README, Tests): `make test` runs -m "not slow", `make test-all` everything. A test
 # is slow when it carries one of SLOW_MARKERS (pyproject describes each), set with pytestmark
@@ -126,6 +134,8 @@ TEST_SESSION_CONF = {
     "spark.ui.retainedStages": "50",
     "spark.ui.retainedTasks": "1000",
     "spark.ui.dagGraph.retainedRootRDDs": "50",
+    # after SPARK_SUBMIT_OPTS on the driver's command line, so this JVM keeps C2 (see above)
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=4",
 }
 
 

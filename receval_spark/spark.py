@@ -44,6 +44,11 @@ QUIET_LOG4J = Path(__file__).with_name("log4j2.properties")
 # --add-modules=jdk.incubator.vector, and Java warns about incubator modules without an option
 # to turn it off. A quiet local session drops exactly these lines from the JVM's stderr.
 JVM_STARTUP_NOISE = (b"WARNING: Using incubator modules: ",)
+# The thread stack of a local session's JVM, whose threads run the tasks: ALS's lineage is
+# deserialised recursively in a task thread, and the JVM's default 1 MB leaves it no margin
+# (the demo's ALS overflowed it, killing the driver, once its frames were compiled by C1 only).
+# Options the config gives in spark.driver.extraJavaOptions come after it and win.
+LOCAL_THREAD_STACK = "-Xss8m"
 
 
 def build_session(config: SparkConfig, *, app_name: str, quiet: bool = False) -> SparkSession:
@@ -52,7 +57,8 @@ def build_session(config: SparkConfig, *, app_name: str, quiet: bool = False) ->
     Under spark-submit: the session spark-submit provides; its master is never overridden.
     With ``remote``: a Spark Connect client. Otherwise: a local session on ``config.master``,
     bound to 127.0.0.1 unless SPARK_LOCAL_IP says otherwise, with Python workers pinned to this
-    interpreter so they see the same packages, and, when ``quiet``, a log4j configuration
+    interpreter so they see the same packages, an 8 MB thread stack (``LOCAL_THREAD_STACK``),
+    and, when ``quiet``, a log4j configuration
     without failed tasks' stack traces (``QUIET_LOG4J``) and, if this process has no JVM yet,
     without the JVM's own start-up warning (``JVM_STARTUP_NOISE``).
     """
@@ -66,11 +72,10 @@ def build_session(config: SparkConfig, *, app_name: str, quiet: bool = False) ->
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # a local job listens on loopback
+        options = [LOCAL_THREAD_STACK, settings.get("spark.driver.extraJavaOptions", "")]
         if quiet:
-            options = settings.get("spark.driver.extraJavaOptions", "")
-            settings["spark.driver.extraJavaOptions"] = (
-                f"{options} -Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}".strip()
-            )
+            options.append(f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}")
+        settings["spark.driver.extraJavaOptions"] = " ".join(o for o in options if o)
         builder = SparkSession.builder.master(config.master)
         if quiet and SparkContext._gateway is None:  # connect-ok: local only, no JVM yet
             _start_quiet_context(settings, master=config.master, app_name=app_name)

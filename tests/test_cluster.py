@@ -503,6 +503,7 @@ def test_the_job_runs_with_a_512_mb_driver(demo_runs: DemoRuns) -> None:
     assert jvm is not None, "the driver JVM was not seen"
     assert "org.apache.spark.deploy.SparkSubmit" in jvm, jvm
     assert [arg for arg in jvm if arg.startswith("-Xmx")] == ["-Xmx512m"], jvm
+    assert [arg for arg in jvm if arg.startswith("-Xss")] == ["-Xss8m"], jvm  # LOCAL_THREAD_STACK
 
 
 @pytest.mark.cluster

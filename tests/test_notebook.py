@@ -91,8 +91,6 @@ def run_notebook(path: Path, tmp: Path, monkeypatch, *, cwd: Path, env: dict[str
         "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
         "IPYTHONDIR": str(tmp / "ipython"),
         "MPLBACKEND": "Agg",
-        # The notebook's own short-lived JVM: the C1 JIT alone halves its start-up CPU time.
-        "PYSPARK_SUBMIT_ARGS": "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell",
         **env,
     }
     for key, value in kernel_env.items():

@@ -1,12 +1,13 @@
 """Splitters: interactions -> Split(train, validation, test), without time travel.
 
 Each splitter is a pure DataFrame transform; cut-offs derived from quantiles are resolved
-first by ``resolve_cutoff`` (one small aggregate), so the split itself takes literals.
+first by ``time_points`` (one small aggregate), so the split itself takes literals.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,19 +47,19 @@ class Split:
         return self.train if self.validation is None else self.train.unionByName(self.validation)
 
 
-def time_bounds(interactions: DataFrame) -> tuple[dt.datetime, dt.datetime]:
-    """Earliest and latest interaction timestamps (UTC)."""
+def time_points(
+    interactions: DataFrame, quantiles: Sequence[float] = ()
+) -> tuple[dt.datetime, dt.datetime, list[dt.datetime]]:
+    """The earliest and latest interaction timestamps (UTC) and the q-quantile of the
+    timestamps for each q of ``quantiles`` (approximate, relative error 1e-6), from one
+    aggregate: one pass over the log however many cut-offs the split derives."""
     micros = F.unix_micros(TIMESTAMP)
-    row = interactions.agg(F.min(micros).alias("lo"), F.max(micros).alias("hi")).collect()[0]
-    return from_micros(row["lo"]), from_micros(row["hi"])
-
-
-def resolve_cutoff(interactions: DataFrame, quantile: float) -> dt.datetime:
-    """The q-quantile of interaction timestamps (approximate, relative error 1e-6)."""
-    micros = interactions.agg(
-        F.percentile_approx(F.unix_micros(TIMESTAMP), quantile, 1_000_000).alias("q")
-    ).collect()[0]["q"]
-    return from_micros(micros)
+    aggregates = [F.min(micros).alias("lo"), F.max(micros).alias("hi")]
+    if quantiles:
+        aggregates.append(F.percentile_approx(micros, list(quantiles), 1_000_000).alias("q"))
+    row = interactions.agg(*aggregates).collect()[0]
+    points = [from_micros(m) for m in row["q"]] if quantiles else []
+    return from_micros(row["lo"]), from_micros(row["hi"]), points
 
 
 def to_datetime(value: dt.datetime | dt.date | float) -> dt.datetime:
@@ -78,17 +79,17 @@ def plan_global_temporal(
     A cut-off at or before the first timestamp leaves train empty, one after the last
     timestamp leaves test empty: both are errors naming the data's time range.
     """
-    lo, hi = time_bounds(interactions)
+    quantiles = [q for q in (config.quantile, config.validation_quantile) if q is not None]
+    lo, hi, points = time_points(interactions, quantiles)
+    resolved = dict(zip(quantiles, points, strict=True))
     cutoff = (
-        to_datetime(config.cutoff)
-        if config.cutoff is not None
-        else resolve_cutoff(interactions, config.quantile)
+        to_datetime(config.cutoff) if config.cutoff is not None else resolved[config.quantile]
     )
     validation = None
     if config.validation_cutoff is not None:
         validation = to_datetime(config.validation_cutoff)
     elif config.validation_quantile is not None:
-        validation = resolve_cutoff(interactions, config.validation_quantile)
+        validation = resolved[config.validation_quantile]
     for key, point in (
         ("split.cutoff", cutoff),
         ("split.validation_cutoff", validation),

@@ -13,8 +13,8 @@ from receval_spark.ranking.split import (
     global_temporal_split,
     leave_last_n_split,
     plan_global_temporal,
-    resolve_cutoff,
     split_interactions,
+    time_points,
     user_holdout_split,
     user_random_split,
 )
@@ -113,13 +113,12 @@ def test_plan_global_temporal_rejects_validation_cutoff_outside_or_after_the_cut
 TEN = [(u, 100 + u, 100 * u, 1.0) for u in range(1, 11)]  # timestamps 100, 200, ..., 1000
 
 
-def test_resolve_cutoff_is_the_quantile_of_the_timestamps(spark):
+def test_time_points_are_the_bounds_and_the_quantiles_of_the_timestamps(spark):
     log = frame(spark, TEN)
 
     # smallest timestamp with at least q of the rows at or before it
-    assert resolve_cutoff(log, 0.5) == at(500)
-    assert resolve_cutoff(log, 0.7) == at(700)
-    assert resolve_cutoff(log, 0.25) == at(300)
+    assert time_points(log, [0.5, 0.7, 0.25]) == (at(100), at(1000), [at(500), at(700), at(300)])
+    assert time_points(log) == (at(100), at(1000), [])
 
 
 def test_split_interactions_resolves_quantiles_and_records_them(spark):

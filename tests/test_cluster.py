@@ -261,10 +261,10 @@ class Cluster:
         state = self.state() or {}
         return sum(w.get("state") == "ALIVE" for w in state.get("workers", []))
 
-    def app(self, *, finished: bool = False) -> dict | None:
-        """The latest application of the demo job, running or completed."""
+    def app(self) -> dict | None:
+        """The latest running application of the demo job."""
         state = self.state() or {}
-        apps = state.get("completedapps" if finished else "activeapps", [])
+        apps = state.get("activeapps", [])
         ours = [a for a in apps if a.get("name") == APP_NAME]
         return max(ours, key=lambda a: a.get("starttime", 0)) if ours else None
 
@@ -527,7 +527,8 @@ def test_demo_on_the_cluster_matches_local_mode_through_a_lost_worker(
     victim_name = "worker-2"
     victim = cluster.procs[victim_name]
     probes = Probes(tmp_path / "probes")
-    output = f"viewfs://receval/lake/cluster-{tmp_path.name}"
+    folder = f"cluster-{tmp_path.name}"  # viewfs://receval/lake/X is viewfs_mount's folder/X
+    output = f"viewfs://receval/lake/{folder}"
     out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
     command = [
         *submit_command(cluster, package, data, probes, output),
@@ -602,7 +603,7 @@ def test_demo_on_the_cluster_matches_local_mode_through_a_lost_worker(
     assert "receval report --reports viewfs://" in stdout_text, stdout_text
     summary = assert_same_metrics(
         local_metrics,
-        read_metrics(viewfs_mount[1] / f"cluster-{tmp_path.name}"),
+        read_metrics(viewfs_mount[1] / folder),
         "cluster (viewfs, 32 shuffle partitions, a worker killed) vs local[2], 4",
     )
     (tmp_path / "faults.txt").write_text("\n".join(faults))

@@ -18,7 +18,7 @@ split, the bootstrap weights) is computed from hashes, not from partition-depend
 How the package reaches the cluster, and what the executors need
 -----------------------------------------------------------------
 * One pandas UDF and nothing else runs Python per row: ``applyInPandas`` with
-  ``metrics/beyond.py::replicate_exposure_kernel`` (the bootstrap's replicated exposure). The
+  ``metrics/beyond.py::replicate_blocks_kernel`` (the bootstrap's replicated exposure blocks). The
   kernel is a closure using numpy, pandas and constants only, so cloudpickle ships it by value
   and executors run it without importing receval_spark. Everything else is a Spark SQL
   expression (the ``lambda``s in metrics/beyond.py, inputs.py and sessions/models.py build

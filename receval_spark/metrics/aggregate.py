@@ -15,7 +15,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-_LIMB = 2.0**31  # the fraction in two 31-bit limbs: resolution 2^-62, exact for |x| >= 2^-9
+LIMB = 2.0**31  # the fraction in two 31-bit limbs: resolution 2^-62, exact for |x| >= 2^-9
 
 
 def _column(x: Column | str) -> Column:
@@ -25,9 +25,9 @@ def _column(x: Column | str) -> Column:
 def _limbs(x: Column) -> tuple[Column, Column, Column]:
     """Longs h, m, l with x = h + (m + l / 2^31) / 2^31 up to 2^-62 (floors; every step exact)."""
     h = F.floor(x)
-    middle = (x - h) * F.lit(_LIMB)
+    middle = (x - h) * F.lit(LIMB)
     m = F.floor(middle)
-    return h, m, F.floor((middle - m) * F.lit(_LIMB))
+    return h, m, F.floor((middle - m) * F.lit(LIMB))
 
 
 def exact_sum(x: Column | str) -> Column:
@@ -35,8 +35,15 @@ def exact_sum(x: Column | str) -> Column:
     each value is cut into fixed-point limbs (``_limbs``) whose long sums are exact, then
     recombined; within 2^-62 per value of the exact sum, for sums of |x| below 9.2e18.
     An aggregate expression."""
-    h, m, low = (F.sum(limb).cast("double") for limb in _limbs(_column(x)))
-    return h + (m + low / F.lit(_LIMB)) / F.lit(_LIMB)
+    return limb_sum(*_limbs(_column(x)))
+
+
+def limb_sum(h: Column | str, m: Column | str, low: Column | str) -> Column:
+    """``exact_sum`` from columns of limbs already cut (or partly summed elsewhere, e.g. in a
+    numpy kernel: floor(x), floor((x - h) 2^31), floor of the rest times 2^31, as longs): the
+    long sums recombined. An aggregate expression."""
+    h, m, low = (F.sum(_column(limb)).cast("double") for limb in (h, m, low))
+    return h + (m + low / F.lit(LIMB)) / F.lit(LIMB)
 
 
 def exact_mean(x: Column | str) -> Column:

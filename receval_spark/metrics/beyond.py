@@ -42,7 +42,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    DoubleType,
+    BooleanType,
     IntegerType,
     LongType,
     StructField,
@@ -52,7 +52,15 @@ from pyspark.sql.types import (
 from receval_spark.cache import persist
 from receval_spark.columns import ITEM, RANK, USER
 from receval_spark.expressions import seeded_hash, uniform
-from receval_spark.metrics.aggregate import exact_mean, exact_std, exact_sum, to_long, union_all
+from receval_spark.metrics.aggregate import (
+    LIMB,
+    exact_mean,
+    exact_std,
+    exact_sum,
+    limb_sum,
+    to_long,
+    union_all,
+)
 from receval_spark.registry import family
 
 
@@ -492,24 +500,31 @@ def replicate_weight(seed: int, user: Column, replicate: Column) -> Column:
     return poisson_weight(uniform(F.xxhash64(F.lit(seed), user, replicate)))
 
 
-def replicate_exposure_kernel(
-    samples: int, columns: Sequence[str]
+def replicate_blocks_kernel(
+    samples: int, *, by: Sequence[str]
 ) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    """The numpy side of :func:`bootstrap_exposure`: list rows (``columns`` + ``_h`` =
-    xxhash64(seed, user), ``list_size``) of whole items -> (``columns``, replicate, f, s, q)
-    for every (item, replicate) with f > 0.
+    """The numpy side of :func:`bootstrap_blocks`: list rows (``by``, item_id, n_interactions,
+    in_catalogue, ``_h`` = xxhash64(seed, user), ``list_size``) of whole (group, item)s, any
+    number of list groups -> the bucket's part of every replicate's exposure blocks:
+    (``by``, replicate, f, in_catalogue, c, interactions, pair_h, pair_m, pair_l).
 
     W(user, b) is :func:`replicate_weight` exactly: Spark's xxhash64 of the int b seeded with
-    ``_h`` (XXH64 ``hashInt``), its low 40 bits as u, the Poisson(1) inverse CDF at u. Weights
-    are summed as integers per (item, list size), then s and q are read off the few list
-    sizes, as in :func:`weighted_exposure`. Rows are handled in chunks of ``CHUNK_ROWS``, so
-    memory is bounded by the chunk and the items, not by the group.
+    ``_h`` (XXH64 ``hashInt``), its low 40 bits as u, the Poisson(1) inverse CDF at u, drawn
+    once per distinct user of the call (a user's rows in every group and item share them).
+    Per (group, item, replicate) f, s and q are the weighted sums of :func:`weighted_exposure`
+    (weights summed as integers per list size, s and q read off the few sizes); items with
+    f > 0 are then grouped as in :func:`exposure_blocks`: c items, the sum of their
+    n_interactions, and (s^2 - q) / 2 cut into the fixed-point limbs of ``exact_sum`` and
+    summed as longs, so adding the buckets' parts in Spark (:func:`limb_sum`) gives
+    ``exposure_blocks`` of the replicate bit for bit. Rows are summed in chunks of
+    ``CHUNK_ROWS``, so memory is bounded by the chunk, the users (B int32 each) and the
+    items.
 
     Everything the kernel uses lives inside it (numpy, pandas and constants only): it is
     pickled by value, so executors run it without importing this package.
     """
     thresholds = np.asarray(poisson_thresholds())
-    columns = list(columns)
+    by, limb = list(by), LIMB
     chunk_rows = CHUNK_ROWS
 
     def kernel(rows: pd.DataFrame) -> pd.DataFrame:
@@ -536,72 +551,115 @@ def replicate_exposure_kernel(
             u = (h & np.uint64((1 << 40) - 1)).astype(np.float64) / float(1 << 40)
             return np.searchsorted(thresholds, u, side="right").astype(np.int32)
 
-        rows = rows.sort_values([ITEM, "list_size"], kind="stable", ignore_index=True)
-        item = rows[ITEM].to_numpy()
+        def changes(n: int, *columns: np.ndarray) -> np.ndarray:
+            """Of n sorted rows: True on the first and where any column differs from the row
+            before."""
+            changed = np.zeros(n, dtype=bool)
+            changed[:1] = True
+            for values in columns:
+                changed[1:] |= values[1:] != values[:-1]
+            return changed
+
+        rows = rows.sort_values([*by, ITEM, "list_size"], kind="stable", ignore_index=True)
+        n = len(rows)
+        new_group = changes(n, *(rows[key].to_numpy() for key in by))
+        new_item = new_group | changes(n, rows[ITEM].to_numpy())
         size = rows["list_size"].to_numpy()
-        seeds = rows["_h"].to_numpy().view(np.uint64)
-        starts = np.flatnonzero(
-            np.r_[True, (item[1:] != item[:-1]) | (size[1:] != size[:-1])]
-        )  # one segment per (item, list size)
-        segment_of_row = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(rows)]))
+        users, user_of_row = np.unique(rows["_h"].to_numpy().view(np.uint64), return_inverse=True)
+        user_weights = weights(users)  # each user's B weights, drawn once per call
+        starts = np.flatnonzero(new_item | changes(n, size))  # one segment per (group, item, size)
+        segment_of_row = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n]))
         per_size = np.zeros((len(starts), samples), dtype=np.int64)
-        for lo in range(0, len(rows), chunk_rows):
-            hi = min(lo + chunk_rows, len(rows))
+        for lo in range(0, n, chunk_rows):
+            hi = min(lo + chunk_rows, n)
             segments = segment_of_row[lo:hi]
-            bounds = np.flatnonzero(np.r_[True, segments[1:] != segments[:-1]])
-            per_size[segments[bounds]] += np.add.reduceat(weights(seeds[lo:hi]), bounds, axis=0)
+            bounds = np.flatnonzero(changes(hi - lo, segments))
+            chunk = user_weights[user_of_row[lo:hi]]
+            per_size[segments[bounds]] += np.add.reduceat(chunk, bounds, axis=0)
         x = 1.0 / np.sqrt(size[starts].astype(np.float64))
-        segment_item = item[starts]
-        item_starts = np.flatnonzero(np.r_[True, segment_item[1:] != segment_item[:-1]])
+        item_starts = np.flatnonzero(new_item[starts])
         f = np.add.reduceat(per_size, item_starts, axis=0)
         s = np.add.reduceat(per_size * x[:, None], item_starts, axis=0)
         q = np.add.reduceat(per_size * x[:, None] * x[:, None], item_starts, axis=0)
-        held, replicate = np.nonzero(f)
-        out = rows.loc[starts[item_starts[held]], columns].reset_index(drop=True)
+
+        held, replicate = np.nonzero(f)  # the (group, item, replicate)s with f > 0
+        first = starts[item_starts[held]]  # a row of each
+        s_held = s[held, replicate]
+        pair = (s_held * s_held - q[held, replicate]) / 2
+        h = np.floor(pair)
+        middle = (pair - h) * limb
+        m = np.floor(middle)
+        low = np.floor((middle - m) * limb)
+        group = (np.cumsum(new_group) - 1)[first]
+        f_held = f[held, replicate]
+        in_catalogue = rows["in_catalogue"].to_numpy()[first]
+        order = np.lexsort((in_catalogue, f_held, replicate, group))
+        key = [v[order] for v in (group, replicate, f_held, in_catalogue)]
+        bounds = np.flatnonzero(changes(len(order), *key))  # one block per distinct key
+
+        def total(values: np.ndarray) -> np.ndarray:
+            """Per block, the long sum of a value of the held (group, item, replicate)s."""
+            ordered = values[order].astype(np.int64)
+            return np.add.reduceat(ordered, bounds) if len(bounds) else ordered
+
+        out = rows.loc[np.flatnonzero(new_group)[key[0][bounds]], by].reset_index(drop=True)
         return out.assign(
-            replicate=replicate.astype(np.int32),
-            f=f[held, replicate],
-            s=s[held, replicate],
-            q=q[held, replicate],
+            replicate=key[1][bounds].astype(np.int32),
+            f=key[2][bounds],
+            in_catalogue=key[3][bounds],
+            c=np.diff(np.r_[bounds, len(order)]).astype(np.int64),
+            interactions=total(rows["n_interactions"].to_numpy()[first]),
+            pair_h=total(h),
+            pair_m=total(m),
+            pair_l=total(low),
         )
 
     return kernel
 
 
-def bootstrap_exposure(
+def bootstrap_blocks(
     lists: DataFrame, catalogue: DataFrame, *, by: Sequence[str], samples: int, seed: int
 ) -> DataFrame:
-    """(*by, replicate, item_id, n_interactions, in_catalogue, f, s, q): ``item_exposure``
-    in each of ``samples`` Poisson bootstrap replicates of the users, where a list counts
+    """(*by, replicate, f, in_catalogue, c, interactions, pair_sum): :func:`exposure_blocks`
+    of each of ``samples`` Poisson bootstrap replicates of the users, where a list counts
     W(user, replicate) times (items with f = 0 in a replicate are left out).
 
-    The list rows are grouped by (group, hash bucket of the item), one bucket per shuffle
-    partition, and :func:`replicate_exposure_kernel` sums the B weights of every row in numpy
-    (a pandas UDF over Arrow): the replicated rows never exist as Spark rows. Measured against
-    fanning each row out to its replicates and hash-aggregating in Spark in
-    ``benchmarks/README.md`` (bootstrap kernel).
+    The list rows are grouped by the hash bucket of the item alone, one bucket per shuffle
+    partition, and :func:`replicate_blocks_kernel` sums the B weights of every row of every
+    list group in the bucket in numpy (a pandas UDF over Arrow) and returns the bucket's
+    blocks; one aggregation adds the buckets' blocks. The replicated rows never exist as Spark
+    rows, the kernel runs once per bucket (not once per group and bucket: the per-call cost
+    dominated small runs with many models, segments and k), and only blocks cross back to the
+    JVM. Measured against fanning each row out to its replicates and hash-aggregating in Spark
+    in ``benchmarks/README.md`` (bootstrap kernel).
     """
     by = list(by)
-    columns = [*by, ITEM, "n_interactions", "in_catalogue"]
     rows = with_item_popularity(with_list_size(lists, by=by), catalogue).select(
-        *columns, "list_size", F.xxhash64(F.lit(seed), F.col(USER)).alias("_h")
+        *by,
+        ITEM,
+        "n_interactions",
+        "in_catalogue",
+        "list_size",
+        F.xxhash64(F.lit(seed), F.col(USER)).alias("_h"),
     )
     fields = {field.name: field for field in rows.schema.fields}
     schema = StructType(
         [
-            *[fields[c] for c in columns],
+            *[fields[c] for c in by],
             StructField("replicate", IntegerType(), False),
             StructField("f", LongType(), False),
-            StructField("s", DoubleType(), False),
-            StructField("q", DoubleType(), False),
+            StructField("in_catalogue", BooleanType(), False),
+            *[StructField(c, LongType(), False) for c in ("c", "interactions")],
+            *[StructField(c, LongType(), False) for c in ("pair_h", "pair_m", "pair_l")],
         ]
     )
     buckets = int(rows.sparkSession.conf.get("spark.sql.shuffle.partitions"))
     bucket = F.pmod(F.xxhash64(F.col(ITEM)), F.lit(buckets))
-    return (
-        rows.groupBy(*by, bucket)
-        .applyInPandas(replicate_exposure_kernel(samples, columns), schema)
-        .select(*by, "replicate", ITEM, "n_interactions", "in_catalogue", "f", "s", "q")
+    parts = rows.groupBy(bucket).applyInPandas(replicate_blocks_kernel(samples, by=by), schema)
+    return parts.groupBy(*by, "replicate", "f", "in_catalogue").agg(
+        F.sum("c").alias("c"),
+        F.sum("interactions").alias("interactions"),
+        limb_sum("pair_h", "pair_m", "pair_l").alias("pair_sum"),
     )
 
 
@@ -659,13 +717,7 @@ def bootstrap_std(
         return None
     by = list(by)
     values = group_statistics(
-        # persisted: the three statistics read the small blocks, not the replicated rows
-        persist(
-            exposure_blocks(
-                bootstrap_exposure(lists, inputs.catalogue, by=by, samples=samples, seed=seed),
-                by=[*by, "replicate"],
-            )
-        ),
+        persist(bootstrap_blocks(lists, inputs.catalogue, by=by, samples=samples, seed=seed)),
         bootstrap_list_counts(lists, by=by, samples=samples, seed=seed),
         inputs.totals,
         by=[*by, "replicate"],

@@ -82,9 +82,7 @@ def plan_global_temporal(
     quantiles = [q for q in (config.quantile, config.validation_quantile) if q is not None]
     lo, hi, points = time_points(interactions, quantiles)
     resolved = dict(zip(quantiles, points, strict=True))
-    cutoff = (
-        to_datetime(config.cutoff) if config.cutoff is not None else resolved[config.quantile]
-    )
+    cutoff = to_datetime(config.cutoff) if config.cutoff is not None else resolved[config.quantile]
     validation = None
     if config.validation_cutoff is not None:
         validation = to_datetime(config.validation_cutoff)

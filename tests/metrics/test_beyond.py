@@ -698,40 +698,56 @@ def reference_weight(seed: int, user: int, replicate: int) -> int:
 
 
 def test_bootstrap_kernel_sums_the_reference_weights_in_any_chunking(monkeypatch):
-    """The numpy kernel alone (no Spark): per (item, replicate) with f > 0, f = sum of
-    W(u, b), s = sum of W / sqrt(|R(u)|), q = sum of W / |R(u)|, whatever the row order and
-    however the rows are cut into chunks."""
+    """The numpy kernel alone (no Spark): per (list group, item, replicate) f = sum of W(u, b),
+    s = sum of W / sqrt(|R(u)|), q = sum of W / |R(u)| over the group's lists; the items with
+    f > 0 grouped into blocks per (group, replicate, f, in_catalogue) with their count, train
+    interactions and sum of (s^2 - q) / 2 (as exact_sum's limbs) — with several groups in one
+    call, whatever the row order and however the rows are cut into chunks."""
     rng = np.random.default_rng(3)
     seed, samples = 11, 7
-    rows = pd.DataFrame(
-        {"k": 5, "user_id": rng.integers(0, 40, 300), "item_id": rng.integers(0, 12, 300)}
-    ).drop_duplicates(["user_id", "item_id"])
-    rows["list_size"] = rows.groupby("user_id")["item_id"].transform("size")
+    rows = pd.concat(
+        pd.DataFrame(
+            {
+                "model": model,
+                "k": k,
+                "user_id": rng.integers(0, 40, n),
+                "item_id": rng.integers(0, 12, n),
+            }
+        ).drop_duplicates(["user_id", "item_id"])
+        for model, k, n in (("a", 5, 300), ("a", 9, 200), ("b", 5, 150))
+    )
+    rows["list_size"] = rows.groupby(["model", "k", "user_id"])["item_id"].transform("size")
     rows["n_interactions"] = rows["item_id"] * 3
     rows["in_catalogue"] = rows["item_id"] < 10
     rows["_h"] = [ref.spark_xxhash64((seed, "int"), (int(u), "int")) for u in rows["user_id"]]
-    want: dict[tuple[int, int], list[float]] = {}
+    exposure: dict[tuple[str, int, int, int], list[float]] = {}
     for r in rows.itertuples():
         for b in range(samples):
             w = reference_weight(seed, r.user_id, b)
             if w:
-                sums = want.setdefault((r.item_id, b), [0, 0.0, 0.0])
+                sums = exposure.setdefault((r.model, r.k, r.item_id, b), [0, 0.0, 0.0])
                 sums[0] += w
                 sums[1] += w / math.sqrt(r.list_size)
                 sums[2] += w / r.list_size
-    columns = ["k", "item_id", "n_interactions", "in_catalogue"]
+    want: dict[tuple[str, int, int, int, bool], list[float]] = {}
+    for (model, k, item, b), (f, s, q) in exposure.items():
+        block = want.setdefault((model, k, b, f, item < 10), [0, 0, 0.0])
+        block[0] += 1
+        block[1] += 3 * item
+        block[2] += (s * s - q) / 2
 
     for chunk in (5, 64, 32_768):
         monkeypatch.setattr(beyond, "CHUNK_ROWS", chunk)
-        kernel = beyond.replicate_exposure_kernel(samples, columns)
+        kernel = beyond.replicate_blocks_kernel(samples, by=["model", "k"])
         got = kernel(rows.sample(frac=1, random_state=chunk))
 
-        assert sorted(zip(got["item_id"], got["replicate"], strict=True)) == sorted(want)
+        keys = ["model", "k", "replicate", "f", "in_catalogue"]
+        assert sorted(got[keys].itertuples(index=False, name=None)) == sorted(want)
         for r in got.itertuples():
-            f, s, q = want[(r.item_id, r.replicate)]
-            assert (r.k, r.n_interactions, r.in_catalogue) == (5, 3 * r.item_id, r.item_id < 10)
-            assert r.f == f
-            assert (r.s, r.q) == pytest.approx((s, q), rel=1e-12)
+            c, interactions, pair_sum = want[(r.model, r.k, r.replicate, r.f, r.in_catalogue)]
+            assert (r.c, r.interactions) == (c, interactions)
+            limbs = r.pair_h + (r.pair_m + r.pair_l / 2.0**31) / 2.0**31
+            assert limbs == pytest.approx(pair_sum, rel=1e-12)
 
 
 def test_bootstrap_std_equals_a_reference_over_the_same_replicates(spark):

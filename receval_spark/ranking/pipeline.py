@@ -77,7 +77,7 @@ from receval_spark.ranking.checks import (
 )
 from receval_spark.ranking.models import Scorer, fallback_users, fit_model
 from receval_spark.ranking.models.als import als_item_embeddings
-from receval_spark.ranking.models.popularity import popularity_candidates
+from receval_spark.ranking.models.popularity import popularity_ranks
 from receval_spark.ranking.models.random import random_candidates
 from receval_spark.ranking.relevance import (
     activity_counts,
@@ -487,7 +487,6 @@ def beyond_accuracy(
         config,
         items=inputs.items,
         history=population.history,
-        users=population.users,
         truth=population.truth,
         seen=population.seen,
         catalogue=population.catalogue,
@@ -812,7 +811,6 @@ def _beyond_inputs(
     *,
     items: DataFrame | None,
     history: DataFrame,
-    users: DataFrame,
     truth: DataFrame,
     seen: DataFrame | None,
     catalogue: DataFrame,
@@ -870,14 +868,12 @@ def _beyond_inputs(
         keys: tuple[str, ...] = (USER, ITEM)
     else:
         name = next((m.name for m in config.models if isinstance(m, PopularityModel)), None)
-        popular = ranked.filter(F.col("model") == name).drop("model") if name else None
-        if popular is None:
-            popular = rank_candidates(
-                popularity_candidates(history, users, k=max(settings.k), seen=seen),
-                k=max(settings.k),
-                seen=seen,
-            )
-        expected = top_k_lists(popular, ks=settings.k)
+        if name is not None:  # the run's own popularity lists
+            expected = top_k_lists(ranked.filter(F.col("model") == name), ks=settings.k)
+        else:  # only relevant recommended items can be serendipitous: rank just those
+            hits = ranked.select(USER, ITEM).join(truth.select(USER, ITEM), on=[USER, ITEM])
+            expected = top_k_lists(popularity_ranks(history, hits, seen=seen), ks=settings.k)
+        expected = expected.select(USER, "k", ITEM)
         keys = (USER, "k", ITEM)
     inputs = BeyondInputs(
         catalogue=catalogue,

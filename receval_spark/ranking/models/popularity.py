@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from receval_spark.columns import ITEM, SCORE, USER
+from receval_spark.columns import ITEM, RANK, SCORE, USER
 from receval_spark.ranking.models.common import ranks_needed
 
 
@@ -23,12 +23,45 @@ def popularity_candidates(
     items at least k remain (when the catalogue has them). Rows: sum over users of
     (k + |seen(u)|), linear in users and history; no users x items product.
     """
-    order = Window.orderBy(F.col(SCORE).desc(), F.col(ITEM).asc())  # catalogue-sized, once
-    ranked_items = item_popularity(history).withColumn("_pos", F.row_number().over(order))
     slots = ranks_needed(users, k=k, seen=seen).select(
         USER, F.explode(F.sequence(F.lit(1), F.col("_needed"))).alias("_pos")
     )
-    return slots.join(ranked_items, on="_pos").select(USER, ITEM, SCORE)
+    return slots.join(popularity_positions(history), on="_pos").select(USER, ITEM, SCORE)
+
+
+def popularity_positions(history: DataFrame) -> DataFrame:
+    """(item_id, score, _pos): every item with train users and its position 1..n in the global
+    popularity order (score descending, ties by item id): one catalogue-sized window."""
+    order = Window.orderBy(F.col(SCORE).desc(), F.col(ITEM).asc())
+    return item_popularity(history).withColumn("_pos", F.row_number().over(order))
+
+
+def popularity_ranks(history: DataFrame, pairs: DataFrame, *, seen: DataFrame | None) -> DataFrame:
+    """(user_id, item_id, rank): for the (user, item) ``pairs`` whose item has train users and
+    is not in ``seen`` for the user, the item's rank in the user's popularity list — the rank
+    :func:`popularity_candidates` and seen filtering give it — without building the lists:
+    rank = global position - the number of the user's seen items placed before it.
+
+    One join of the pairs with the user's seen items and one aggregation: rows
+    sum over pairs of |seen(u)|, so a few pairs per user (e.g. the relevant recommended items)
+    cost far less than every user's top-k popularity list.
+    """
+    positions = popularity_positions(history).select(ITEM, "_pos")
+    ranked = pairs.select(USER, ITEM).distinct().join(positions, on=ITEM)
+    if seen is None:
+        return ranked.select(USER, ITEM, F.col("_pos").alias(RANK))
+    seen = seen.select(USER, ITEM).distinct()
+    earlier = seen.join(positions, on=ITEM).select(
+        F.col(USER).alias("_seen_user"), F.col("_pos").alias("_seen_pos")
+    )
+    unseen = ranked.join(seen, on=[USER, ITEM], how="left_anti")
+    before = (F.col(USER) == F.col("_seen_user")) & (F.col("_seen_pos") < F.col("_pos"))
+    return (
+        unseen.join(earlier, on=before, how="left")
+        .groupBy(USER, ITEM, "_pos")
+        .agg(F.count("_seen_pos").alias("_before"))
+        .select(USER, ITEM, (F.col("_pos") - F.col("_before")).cast("int").alias(RANK))
+    )
 
 
 def popularity_scores(history: DataFrame, pairs: DataFrame) -> DataFrame:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from chispa import assert_df_equality
 from helpers import one_als_fit_per_history
@@ -10,7 +11,11 @@ from pyspark.sql import functions as F
 from receval_spark.config import AlsModel, ItemKnnModel, PopularityModel
 from receval_spark.ranking.models import fallback_users, fit_model
 from receval_spark.ranking.models.oracle import oracle_candidates
-from receval_spark.ranking.models.popularity import item_popularity, popularity_candidates
+from receval_spark.ranking.models.popularity import (
+    item_popularity,
+    popularity_candidates,
+    popularity_ranks,
+)
 from receval_spark.ranking.models.random import random_candidates
 from receval_spark.ranking.topk import rank_candidates
 
@@ -52,6 +57,30 @@ def test_popularity_candidates_without_seen_filter_are_the_global_top_k(spark):
         CANDIDATES,
     )
     assert_df_equality(candidates, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+@pytest.mark.parametrize("filtered", [True, False], ids=["seen filtered", "no seen filter"])
+def test_popularity_ranks_are_the_ranks_in_the_built_lists(spark, filtered):
+    """popularity_ranks of any (user, item) pairs = the rank the item gets in the user's
+    popularity list built by popularity_candidates + rank_candidates; pairs whose item is seen
+    by the user or has no train users get no rank."""
+    rng = np.random.default_rng(5)
+    users_, items_ = rng.integers(0, 30, 400), rng.zipf(1.3, 400) % 40
+    rows = [(int(u), int(i)) for u, i in zip(users_, items_, strict=True)]
+    history = spark.createDataFrame(rows, PAIRS)
+    seen = history if filtered else None
+    users = users_frame(spark, range(35))  # users 30..34 have seen nothing
+    pairs = spark.createDataFrame(
+        [(u, i) for u in range(35) for i in range(45)], PAIRS
+    )  # every item, incl. seen ones and items 40..44 without train users
+    lists = rank_candidates(
+        popularity_candidates(history, users, k=45, seen=seen), k=45, seen=seen
+    ).select("user_id", "item_id", "rank")
+
+    ranks = popularity_ranks(history, pairs, seen=seen)
+
+    assert lists.count() > 500
+    assert_df_equality(ranks, lists, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_popularity_leaves_k_items_after_removing_seen_ones(spark):

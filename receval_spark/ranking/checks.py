@@ -104,25 +104,28 @@ def same_users_check(per_user: DataFrame, evaluated: DataFrame) -> Check:
     metric, value) every model has every (segment, metric, k) of the others, each over exactly
     the evaluated users, one row per user: at a user segment the users ``evaluated`` (user_id,
     segment) puts there, at an item segment (``items=...``) evaluated users only, and the same
-    number for every model. One join and one aggregation; one row per (model, segment, metric,
-    k) and one per segment reach the driver."""
+    number for every model. One join and two plain aggregations (per user, then per metric);
+    one row per (model, segment, metric, k) and one per segment reach the driver."""
     scope = F.when(F.col("segment").startswith("items="), F.lit("all")).otherwise(F.col("segment"))
     marked = per_user.select("model", "segment", "metric", "k", USER, scope.alias("_scope")).join(
         evaluated.select(USER, F.col("segment").alias("_scope"), F.lit(True).alias("_evaluated")),
         on=[USER, "_scope"],
         how="left",
     )
-    counts = marked.groupBy("model", "segment", "metric", "k").agg(
-        F.count(F.lit(1)).alias("rows"),
-        F.countDistinct(USER).alias("users"),
-        F.countDistinct(F.when(F.col("_evaluated").isNull(), F.col(USER))).alias("unevaluated"),
+    keys = ["model", "segment", "metric", "k"]
+    per_user = marked.groupBy(*keys, USER).agg(  # two plain aggregations, no distinct counts
+        F.count(F.lit(1)).alias("_rows"), F.max("_evaluated").alias("_evaluated")
+    )
+    counts = per_user.groupBy(*keys).agg(
+        F.sum("_rows").alias("rows"),
+        F.count(F.lit(1)).alias("users"),
+        F.count(F.when(F.col("_evaluated").isNull(), True)).alias("unevaluated"),
     )
     observed = {(r["model"], r["segment"], r["metric"], r["k"]): r for r in counts.collect()}
     expected = {r["segment"]: r["count"] for r in evaluated.groupBy("segment").count().collect()}
     models = sorted({key[0] for key in observed})
-    keys = sorted({key[1:] for key in observed}, key=str)
     problems = []
-    for segment, metric, k in keys:
+    for segment, metric, k in sorted({key[1:] for key in observed}, key=str):
         where = f"{segment} {metric}@{k}"
         counted = {m: observed.get((m, segment, metric, k)) for m in models}
         if segment.startswith("items="):

@@ -262,10 +262,10 @@ def jaccard_pair_distances(
     by = list(by)
     users = lists.select(*by, USER).distinct()
     order = Window.partitionBy(*by).orderBy(seeded_hash(seed, USER), F.col(USER))
-    chosen = (  # filtered on the row number itself: 2·pairs per group kept before the shuffle
-        users.withColumn("_rank", F.row_number().over(order))
-        .filter(F.col("_rank") <= 2 * pairs)
-        .withColumn("_pair", F.floor((F.col("_rank") - 1) / 2))
+    chosen = (
+        users.withColumn("_pos", F.row_number().over(order) - 1)
+        .filter(F.col("_pos") < 2 * pairs)
+        .withColumn("_pair", F.floor(F.col("_pos") / 2))
     )
     complete = (
         chosen.groupBy(*by, "_pair")

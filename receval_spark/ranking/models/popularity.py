@@ -42,9 +42,9 @@ def popularity_ranks(history: DataFrame, pairs: DataFrame, *, seen: DataFrame | 
     :func:`popularity_candidates` and seen filtering give it — without building the lists:
     rank = global position - the number of the user's seen items placed before it.
 
-    One join of the pairs with the user's seen items and one aggregation: rows
-    sum over pairs of |seen(u)|, so a few pairs per user (e.g. the relevant recommended items)
-    cost far less than every user's top-k popularity list.
+    One join of the pairs with the user's seen items and one aggregation, over sum_pairs
+    |seen(u)| rows: a few pairs per user (e.g. the relevant recommended items) cost far less
+    than every user's top-k popularity list.
     """
     positions = popularity_positions(history).select(ITEM, "_pos")
     ranked = pairs.select(USER, ITEM).distinct().join(positions, on=ITEM)

@@ -555,15 +555,21 @@ def beyond_metric(
     lists: Any,
     metric: str,
     *,
+    ks: list[int] | None = None,
     catalogue: Any = None,
     totals: Any = None,
     truth: Any = None,
     expected: Any = None,
     **metadata: Any,
 ) -> Any:
-    """(k, user_id, metric, value) of one per-user beyond-accuracy metric of (user_id, k,
-    item_id) lists (``per_user_beyond``); the catalogue defaults to the lists' own items, Rel(u)
-    and the expected pairs to none, ``metadata`` is ``categories`` and/or ``units``."""
+    """(user_id, k, metric, value) of one per-user beyond-accuracy metric (``per_user_beyond``)
+    of (user_id, item_id, rank) rankings at ``ks``, or, without ``ks``, of (user_id, k,
+    item_id) lists at one k (all of rank 1: every item of such a list counts at its k, even
+    beyond k items).
+    The catalogue defaults to the lists' own items, Rel(u) and the expected items to none,
+    ``metadata`` is ``categories`` and/or ``units``."""
+    from pyspark.sql import functions as F
+
     from receval_spark.metrics.beyond import (
         BeyondInputs,
         catalogue_totals,
@@ -572,6 +578,10 @@ def beyond_metric(
     )
 
     spark = lists.sparkSession
+    if ks is None:
+        ks = [r.k for r in lists.select("k").distinct().collect()]
+        assert len(ks) == 1, "lists at one k, or rankings with ks"
+        lists = lists.withColumn("rank", F.lit(1)).drop("k")
     history = lists.select("user_id", "item_id")
     catalogue = catalogue if catalogue is not None else item_statistics(history)
     inputs = BeyondInputs(
@@ -582,8 +592,7 @@ def beyond_metric(
         else spark.createDataFrame([], "user_id int, item_id int, grade double"),
         expected=expected
         if expected is not None
-        else spark.createDataFrame([], "user_id int, k int, item_id int"),
-        expected_keys=("user_id", "k", "item_id"),
+        else spark.createDataFrame([], "user_id int, item_id int, rank int"),
         **metadata,
     )
-    return per_user_beyond(lists, inputs, by=["k"], metrics=[metric])
+    return per_user_beyond(lists, inputs, ks=ks, metrics=[metric])

@@ -324,31 +324,47 @@ def category_entries(categories: DataFrame) -> DataFrame:
     ).select(ITEM, "category", "weight", (F.col("_pos") == 0).cast("int").alias("lead"))
 
 
-def category_sums(
-    lists: DataFrame, entries: DataFrame, known: DataFrame, *, keys: Sequence[str]
-) -> DataFrame:
-    """(*keys, _squared, _described, _shown) per list (``keys``): ||sum v||^2 = sum over its
-    categories c of s_c^2 (s_c = sum of 1/sqrt(|C_i|) over the list items holding c, the unit
-    multi-hot vectors of ild_category), the number of its items with categories, and the number
-    of its distinct categories among ``known`` (:func:`catalogue_categories`). ``entries``:
-    :func:`category_entries`. One aggregation per (list, category), one per list; lists without
-    an item with categories have no row."""
+def item_categories(entries: DataFrame, known: DataFrame) -> DataFrame:
+    """(item_id, _categories): each item's :func:`category_entries` as structs (category,
+    weight, lead, known), known = the category is among ``known``
+    (:func:`catalogue_categories`); items without categories have no row."""
+    flagged = entries.join(known, on="category", how="left")
+    entry = F.struct("category", "weight", "lead", F.col("_known").alias("known"))
+    return flagged.groupBy(ITEM).agg(F.collect_list(entry).alias("_categories"))
+
+
+def category_sums(rows: DataFrame, *, ks: Sequence[int], keys: Sequence[str]) -> DataFrame:
+    """(*keys, _squared_k, _described_k, _shown_k for every k) per ranking (``keys``; rows
+    with ``rank`` and :func:`item_categories`' ``_categories``), over its rows of rank <= k:
+    ||sum v||^2 = sum over its categories c of s_c^2 (s_c = sum of 1/sqrt(|C_i|) over the list
+    items holding c, the unit multi-hot vectors of ild_category), the number of its items with
+    categories, and the number of its distinct catalogue categories. One aggregation per
+    (ranking, category), one per ranking; at a k where no item has categories the three are
+    null (or 0 shown)."""
     keys = list(keys)
-    per_category = (
-        lists.select(*keys, ITEM)
-        .join(entries, on=ITEM)
-        .join(known, on="category", how="left")
-        .groupBy(*keys, "category")
-        .agg(
-            exact_sum("weight").alias("_s"),
-            F.sum("lead").alias("_items"),
-            F.max("_known").alias("_known"),
-        )
+    entries = rows.select(*keys, RANK, F.explode("_categories").alias("_c"))
+    cut = {k: F.col(RANK) <= k for k in ks}
+    per_category = entries.groupBy(*keys, F.col("_c.category").alias("category")).agg(
+        *[
+            column
+            for k in ks
+            for column in (
+                exact_sum(F.when(cut[k], F.col("_c.weight"))).alias(f"_s_{k}"),
+                F.sum(F.when(cut[k], F.col("_c.lead"))).alias(f"_items_{k}"),
+                F.max(F.when(cut[k], F.col("_c.known"))).alias(f"_known_{k}"),
+            )
+        ]
     )
     return per_category.groupBy(*keys).agg(
-        exact_sum(F.col("_s") * F.col("_s")).alias("_squared"),
-        F.sum("_items").alias("_described"),
-        F.count(F.when(F.col("_known"), True)).alias("_shown"),
+        *[
+            column
+            for k in ks
+            for column in (
+                exact_sum(F.col(f"_s_{k}") * F.col(f"_s_{k}")).alias(f"_squared_{k}"),
+                F.sum(f"_items_{k}").alias(f"_described_{k}"),
+                F.count(F.when(F.col(f"_known_{k}"), True)).alias(f"_shown_{k}"),
+            )
+        ]
     )
 
 
@@ -391,15 +407,16 @@ def content_expected(
 class BeyondInputs:
     """What the beyond-accuracy metrics read besides the lists.
 
-    ``expected``: the (user, item) pairs that are not surprising for serendipity, keyed by
-    ``expected_keys``; ``categories`` / ``units``: item metadata, or None when absent.
+    ``expected``: (user_id, item_id, rank), the items that are not surprising for
+    serendipity: item i is expected in u's list at k when rank <= k (the rank in u's
+    popularity list; 0 for an expectation that holds at every k). ``categories`` / ``units``:
+    item metadata, or None when absent.
     """
 
     catalogue: DataFrame
     totals: DataFrame
     truth: DataFrame
     expected: DataFrame
-    expected_keys: tuple[str, ...]
     categories: DataFrame | None = None
     units: DataFrame | None = None
 
@@ -407,21 +424,44 @@ class BeyondInputs:
 PER_USER_METRICS = ("novelty", "ild_category", "category_coverage", "ild_embedding", "serendipity")
 
 
-def per_user_beyond(
-    lists: DataFrame, inputs: BeyondInputs, *, by: Sequence[str], metrics: Sequence[str]
-) -> DataFrame | None:
-    """(*by, user_id, metric, value) for the per-user metrics among ``metrics`` (module doc).
+def per_user_arrays(pairs: DataFrame, *, name: str) -> DataFrame:
+    """(user_id, ``name``): each user's (item_id, rank) pairs as structs sorted by item, then
+    rank, so that a join on the user alone attaches them to the user's list rows."""
+    entries = F.collect_list(F.struct(F.col(ITEM).alias("i"), F.col(RANK).alias("r")))
+    return pairs.groupBy(USER).agg(F.array_sort(entries).alias(name))
 
-    One pass over the list rows: each row gets its item's train users (novelty: -log2 p(i),
-    averaged over the list), its unit vector (ild_embedding), whether it is relevant and
-    whether it is expected (serendipity: relevant and unexpected items / k), then one
-    aggregation per list; the category metrics join :func:`category_sums`. ild_category and
-    category_coverage (no ``categories``) and ild_embedding (no ``units``) are left out when
-    their metadata is None. ILD counts only items with a vector or categories and has no value
-    below 2 such items; category_coverage is 0 for a list without catalogue categories and has
-    no value when the catalogue has none. Serendipity needs k among ``by``.
+
+def rank_of(entries: str) -> Column:
+    """The smallest rank of the row's item among its user's :func:`per_user_arrays` entries;
+    null when the item is not among them (or the user has none)."""
+    position = F.array_position(F.transform(entries, lambda e: e["i"]), F.col(ITEM))
+    return F.when(position > 0, F.element_at(entries, position.cast("int"))["r"])
+
+
+def per_user_beyond(
+    ranked: DataFrame,
+    inputs: BeyondInputs,
+    *,
+    ks: Sequence[int],
+    by: Sequence[str] = (),
+    metrics: Sequence[str],
+) -> DataFrame | None:
+    """(*by, user_id, k, metric, value) for the per-user metrics among ``metrics`` (module doc)
+    at every k, from ``ranked`` = (*by, user_id, item_id, rank) rankings: R_k(u) = the rows
+    of rank <= k.
+
+    One pass over the rankings, shuffled by user once: each row gets its item's train users
+    (novelty: -log2 p(i), averaged over the list), unit vector (ild_embedding) and categories,
+    and, from per-user arrays joined on the user alone, whether it is relevant and its rank
+    among the user's expected items (serendipity: relevant items not expected at k, / k);
+    then one aggregation per ranking holds every k (sums over the rows of rank <= k) and
+    :func:`category_sums` the category metrics. ild_category and category_coverage (no
+    ``categories``) and ild_embedding (no ``units``) are left out when their metadata is None.
+    ILD counts only items with a vector or categories and has no value below 2 such items;
+    category_coverage is 0 for a list without catalogue categories and has no value when the
+    catalogue has none.
     """
-    by = list(by)
+    by, ks = list(by), sorted({int(k) for k in ks})
     keys = [*by, USER]
     described = {
         "ild_category": inputs.categories,
@@ -431,44 +471,70 @@ def per_user_beyond(
     wanted = [m for m in PER_USER_METRICS if m in metrics and described.get(m, True) is not None]
     if not wanted:
         return None
-    rows = lists.select(*keys, ITEM)
-    aggregates: dict[str, Column] = {}
-    if "novelty" in wanted:
-        rows = rows.join(inputs.catalogue.select(ITEM, "n_users"), on=ITEM, how="left")
-        rows = rows.crossJoin(F.broadcast(inputs.totals.select("n_train_users")))
-        n_users = F.col("n_train_users").cast("double")
-        p = F.greatest(F.coalesce(F.col("n_users"), F.lit(0)), F.lit(1)) / n_users
-        aggregates["novelty"] = exact_mean(-F.log2(p))
-    if "ild_embedding" in wanted:
-        rows = rows.join(inputs.units, on=ITEM, how="left")
-        total = vector_sum(F.collect_list("unit"))
-        squared = F.aggregate(total, F.lit(0.0), lambda acc, x: acc + x * x)
-        aggregates["ild_embedding"] = list_diversity(squared, F.count("unit"))
-    if "serendipity" in wanted:
-        relevant = inputs.truth.select(USER, ITEM, F.lit(True).alias("_relevant"))
-        expected_keys = list(inputs.expected_keys)
-        expected = inputs.expected.select(*expected_keys, F.lit(True).alias("_expected"))
-        rows = rows.join(relevant, on=[USER, ITEM], how="left")
-        rows = rows.join(expected, on=expected_keys, how="left")
-        surprising = F.col("_relevant") & F.col("_expected").isNull()
-        aggregates["serendipity"] = F.count(F.when(surprising, True)) / F.col("k")
-    per_list = rows.groupBy(*keys).agg(  # _slots: every list gets a row, whatever is wanted
-        F.count(F.lit(1)).alias("_slots"), *[v.alias(m) for m, v in aggregates.items()]
-    )
-    values = {m: F.col(m) for m in aggregates}
+    rows = ranked.select(*keys, ITEM, RANK).filter(F.col(RANK) <= max(ks))
+    known = None
     if inputs.categories is not None and {"ild_category", "category_coverage"} & set(wanted):
         entries = category_entries(inputs.categories)
         known = catalogue_categories(entries, inputs.catalogue)
+        rows = rows.join(item_categories(entries, known), on=ITEM, how="left")
+    if "novelty" in wanted:  # item attributes: joins on the item (broadcast when small)
+        rows = rows.join(inputs.catalogue.select(ITEM, "n_users"), on=ITEM, how="left")
+        rows = rows.crossJoin(F.broadcast(inputs.totals.select("n_train_users")))
+    if "ild_embedding" in wanted:
+        rows = rows.join(inputs.units, on=ITEM, how="left")
+    rows = rows.repartition(USER)  # the one shuffle of the rows: every step below is per user
+    if "serendipity" in wanted:
+        relevant = per_user_arrays(inputs.truth.withColumn(RANK, F.lit(0)), name="_relevant")
+        expected = per_user_arrays(inputs.expected, name="_expected")
+        rows = (
+            rows.join(relevant, on=USER, how="left")
+            .join(expected, on=USER, how="left")
+            .withColumn("_hit", rank_of("_relevant").isNotNull())
+            .withColumn("_expected_rank", rank_of("_expected"))
+            .drop("_relevant", "_expected")
+        )
+    aggregates: list[Column] = []
+    for k in ks:
+        cut = F.col(RANK) <= k
+        if "novelty" in wanted:
+            n_users = F.greatest(F.coalesce(F.col("n_users"), F.lit(0)), F.lit(1))
+            p = n_users / F.col("n_train_users").cast("double")
+            aggregates.append(exact_mean(F.when(cut, -F.log2(p))).alias(f"novelty_{k}"))
+        if "ild_embedding" in wanted:
+            unit = F.when(cut, F.col("unit"))
+            total = vector_sum(F.collect_list(unit))
+            squared = F.aggregate(total, F.lit(0.0), lambda acc, x: acc + x * x)
+            aggregates.append(list_diversity(squared, F.count(unit)).alias(f"ild_embedding_{k}"))
+        if "serendipity" in wanted:
+            expected = F.col("_expected_rank") <= k
+            surprising = cut & F.col("_hit") & F.coalesce(~expected, F.lit(True))
+            aggregates.append((F.count(F.when(surprising, True)) / k).alias(f"serendipity_{k}"))
+    # _slots: every ranking gets a row, whatever is wanted
+    per_list = rows.groupBy(*keys).agg(F.count(F.lit(1)).alias("_slots"), *aggregates)
+    values = {
+        (m, k): F.col(f"{m}_{k}")
+        for m in ("novelty", "ild_embedding", "serendipity")
+        if m in wanted
+        for k in ks
+    }
+    if known is not None:
+        per_list = per_list.join(category_sums(rows, ks=ks, keys=keys), on=keys, how="left")
         total = known.agg(F.count(F.lit(1)).alias("_total")).filter(F.col("_total") > 0)
-        sums = category_sums(lists, entries, known, keys=keys)
-        per_list = per_list.join(sums, on=keys, how="left")
         per_list = per_list.join(F.broadcast(total), on=F.lit(True), how="left")
-        ild = list_diversity(F.col("_squared"), F.col("_described"))
-        clipped = F.least(F.greatest(ild, F.lit(0.0)), F.lit(1.0))  # rounding; in [0, 1]
-        values["ild_category"] = F.when(ild.isNotNull(), clipped)
-        values["category_coverage"] = F.coalesce(F.col("_shown"), F.lit(0)) / F.col("_total")
-    wide = per_list.select(*keys, *[values[m].cast("double").alias(m) for m in wanted])
-    return to_long(wide, metrics=wanted, keys=keys).filter(F.col("value").isNotNull())
+        for k in ks:
+            ild = list_diversity(F.col(f"_squared_{k}"), F.col(f"_described_{k}"))
+            clipped = F.least(F.greatest(ild, F.lit(0.0)), F.lit(1.0))  # rounding; in [0, 1]
+            values[("ild_category", k)] = F.when(ild.isNotNull(), clipped)
+            shown = F.coalesce(F.col(f"_shown_{k}"), F.lit(0))
+            values[("category_coverage", k)] = shown / F.col("_total")
+    at_k = F.array(
+        *[
+            F.struct(F.lit(k).alias("k"), *[values[(m, k)].cast("double").alias(m) for m in wanted])
+            for k in ks
+        ]
+    )
+    wide = per_list.select(*keys, F.explode(at_k).alias("_at")).select(*keys, "_at.*")
+    return to_long(wide, metrics=wanted, keys=[*keys, "k"]).filter(F.col("value").isNotNull())
 
 
 BOOTSTRAPPED_METRICS = tuple(m.name for m in family("beyond") if m.bootstrapped)

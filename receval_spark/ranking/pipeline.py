@@ -495,7 +495,9 @@ def beyond_accuracy(
         summary=summary,
     )
     rows = []
-    per_user = per_user_beyond(lists, beyond_inputs, by=["model", "k"], metrics=settings.metrics)
+    per_user = per_user_beyond(
+        ranked, beyond_inputs, ks=settings.k, by=["model"], metrics=settings.metrics
+    )
     if per_user is not None:
         per_user = persist(per_user.join(population.segments, on=USER))
         rows += _macro_rows(per_user)
@@ -858,29 +860,26 @@ def _beyond_inputs(
     elif "ild_embedding" in wanted:
         warnings.append("ild_embedding skipped: evaluation.embeddings.source is none")
     summary["embeddings"] = source
-    if settings.serendipity.unexpected == "content":
+    if settings.serendipity.unexpected == "content":  # expected at every k
         expected = content_expected(
             ranked.select(USER, ITEM),
             history,
             units,
             threshold=settings.serendipity.threshold,
-        )
-        keys: tuple[str, ...] = (USER, ITEM)
+        ).withColumn(RANK, F.lit(0))
     else:
         name = next((m.name for m in config.models if isinstance(m, PopularityModel)), None)
         if name is not None:  # the run's own popularity lists
-            expected = top_k_lists(ranked.filter(F.col("model") == name), ks=settings.k)
+            expected = ranked.filter(F.col("model") == name)
         else:  # only relevant recommended items can be serendipitous: rank just those
             hits = ranked.select(USER, ITEM).join(truth.select(USER, ITEM), on=[USER, ITEM])
-            expected = top_k_lists(popularity_ranks(history, hits, seen=seen), ks=settings.k)
-        expected = expected.select(USER, "k", ITEM)
-        keys = (USER, "k", ITEM)
+            expected = popularity_ranks(history, hits, seen=seen)
+        expected = expected.select(USER, ITEM, RANK)
     inputs = BeyondInputs(
         catalogue=catalogue,
         totals=persist(catalogue_totals(history, catalogue)),
         truth=truth,
         expected=expected,
-        expected_keys=keys,
         categories=categories,
         units=units,
     )

@@ -549,9 +549,7 @@ def test_serendipity_against_the_popularity_baselines_top_k(spark):
         TRUTH,
     )
 
-    result = beyond_metric(
-        top_k_lists(ranked, ks=ks), "serendipity", truth=truth, expected=top_k_lists(popular, ks=ks)
-    )
+    result = beyond_metric(ranked, "serendipity", ks=ks, truth=truth, expected=popular)
 
     got = {(r.user_id, r.k): r.value for r in result.collect()}
     assert got == pytest.approx(
@@ -590,8 +588,7 @@ def test_group_and_per_user_tables_carry_every_requested_metric(spark):
         catalogue=catalogue,
         totals=catalogue_totals(history, catalogue),
         truth=frame(spark, [(1, 2, 1.0)], TRUTH),
-        expected=frame(spark, [(1, 2, 1)], LISTS),
-        expected_keys=("user_id", "k", "item_id"),
+        expected=frame(spark, [(1, 1, 1)], RANKED),
         categories=frame(spark, [(1, ["a"]), (2, ["b"]), (3, ["a"])], CATEGORIES),
     )
 
@@ -603,10 +600,13 @@ def test_group_and_per_user_tables_carry_every_requested_metric(spark):
         pairs=10,
         seed=1,
     )
+    ranked = frame(
+        spark, [(1, 1, 1), (1, 2, 2), (2, 1, 1), (2, 3, 2), (3, 9, 1), (3, 4, 2)], RANKED
+    )
     per_user = per_user_beyond(
-        lists,
+        ranked,
         inputs,
-        by=["k"],
+        ks=[2],
         metrics=["novelty", "ild_category", "category_coverage", "ild_embedding", "serendipity"],
     )
 
@@ -653,8 +653,7 @@ def test_group_table_reports_the_jaccard_sample_with_its_spread(spark):
         catalogue=catalogue,
         totals=catalogue_totals(history, catalogue),
         truth=frame(spark, [], TRUTH),
-        expected=frame(spark, [], LISTS),
-        expected_keys=("user_id", "k", "item_id"),
+        expected=frame(spark, [], RANKED),
     )
 
     row = one_row(
@@ -763,8 +762,7 @@ def test_bootstrap_std_equals_a_reference_over_the_same_replicates(spark):
         catalogue=catalogue,
         totals=totals,
         truth=frame(spark, [], TRUTH),
-        expected=frame(spark, [], LISTS),
-        expected_keys=("user_id", "k", "item_id"),
+        expected=frame(spark, [], RANKED),
     )
     metrics = ["coverage", "gini", "entropy", "popularity_bias", "personalization"]
     samples, seed = 30, 11
@@ -809,8 +807,7 @@ def test_group_table_marks_bootstrapped_statistics(spark):
         catalogue=catalogue,
         totals=totals,
         truth=frame(spark, [], TRUTH),
-        expected=frame(spark, [], LISTS),
-        expected_keys=("user_id", "k", "item_id"),
+        expected=frame(spark, [], RANKED),
     )
     lists = frame(spark, EXAMPLE_LISTS, LISTS)
 

@@ -54,7 +54,8 @@ def time_scale(spark: SparkSession, folder: Path, runs: int) -> list[float]:
     candidates = spark.read.parquet(str(folder / "candidates.parquet"))
     items = spark.read.parquet(str(folder / "items.parquet")).persist()
     ranked = top_k(candidates, k=max(KS))
-    lists = top_k_lists(ranked, ks=KS).drop(RANK).withColumn("model", F.lit("m")).persist()
+    rankings = ranked.withColumn("model", F.lit("m")).persist()
+    lists = top_k_lists(rankings, ks=KS).drop(RANK).persist()
     users = lists.select(USER).distinct().persist()
     truth = history.filter(F.col("rating") >= 4).select(USER, ITEM, F.lit(1.0).alias(GRADE))
     popular = top_k(popularity_candidates(history, users, k=max(KS), seen=None), k=max(KS))
@@ -63,11 +64,19 @@ def time_scale(spark: SparkSession, folder: Path, runs: int) -> list[float]:
         catalogue=catalogue,
         totals=catalogue_totals(history, catalogue).persist(),
         truth=truth.persist(),
-        expected=top_k_lists(popular, ks=KS).persist(),
-        expected_keys=(USER, "k", ITEM),
+        expected=popular.select(USER, ITEM, RANK).persist(),
         categories=items.select(ITEM, "categories"),
     )
-    for frame in (lists, users, catalogue, inputs.totals, inputs.truth, inputs.expected, items):
+    for frame in (
+        rankings,
+        lists,
+        users,
+        catalogue,
+        inputs.totals,
+        inputs.truth,
+        inputs.expected,
+        items,
+    ):
         frame.count()
     seconds = []
     for _ in range(runs):
@@ -75,12 +84,13 @@ def time_scale(spark: SparkSession, folder: Path, runs: int) -> list[float]:
         group_beyond(
             lists, inputs, by=["model", "k"], metrics=METRICS, pairs=1000, seed=1
         ).collect()
-        per_user = per_user_beyond(lists, inputs, by=["model", "k"], metrics=METRICS)
+        per_user = per_user_beyond(rankings, inputs, ks=KS, by=["model"], metrics=METRICS)
         macro_average(per_user, by=["model", "metric", "k"]).collect()
         seconds.append(time.perf_counter() - start)
     for frame in (
         history,
         items,
+        rankings,
         lists,
         users,
         catalogue,

@@ -104,8 +104,7 @@ def time_scaling(base_users: int, data: Path) -> dict[str, float]:
             catalogue=catalogue,
             totals=catalogue_totals(history, catalogue).persist(),
             truth=empty,
-            expected=empty.select(USER, ITEM, F.lit(1).alias("k")),
-            expected_keys=(USER, "k", ITEM),
+            expected=empty.select(USER, ITEM, F.lit(1).alias(RANK)),
         )
         slots = lists.count()
         catalogue.count()

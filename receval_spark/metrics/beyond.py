@@ -801,9 +801,11 @@ def group_beyond(
     pairs: int,
     seed: int,
     bootstrap_samples: int = 0,
+    exposure: DataFrame | None = None,
 ) -> DataFrame | None:
     """(*by, metric, value, n_users, std, n_samples, interval) for the group metrics.
 
+    ``exposure``: :func:`item_exposure` of the lists by ``by`` when the caller has it already.
     n_users is the number of lists in the group. personalization_jaccard is a mean over
     sampled user pairs: std is their deviation, n_samples their number, interval ``t``. The
     other group statistics carry the bootstrap std and interval ``bootstrap`` when
@@ -818,7 +820,9 @@ def group_beyond(
     frames = []
     scalar = None
     if statistics:  # blocks persisted only when a statistic reads them
-        blocks = persist(exposure_blocks(item_exposure(lists, inputs.catalogue, by=by), by=by))
+        if exposure is None:
+            exposure = item_exposure(lists, inputs.catalogue, by=by)
+        blocks = persist(exposure_blocks(exposure, by=by))
         scalar = group_statistics(blocks, counts, inputs.totals, by=by, metrics=statistics)
     if scalar is not None:
         spread = bootstrap_std(

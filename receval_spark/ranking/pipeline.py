@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from receval_spark.cache import persist
-from receval_spark.columns import ITEM, POSITION, RANK, RATING, REWARD, TIMESTAMP, USER
+from receval_spark.columns import ITEM, POSITION, RANK, RATING, REWARD, SCORE, TIMESTAMP, USER
 from receval_spark.config import (
     LOGGING_POLICY,
     EvaluationConfig,
@@ -501,23 +501,27 @@ def beyond_accuracy(
     if per_user is not None:
         per_user = persist(per_user.join(population.segments, on=USER))
         rows += _macro_rows(per_user)
+    segmented = lists.join(population.segments, on=USER)
+    by = ["model", "segment", "k"]
+    # one item exposure for the group statistics and the long-tail table (segment all)
+    exposure = persist(item_exposure(segmented, population.catalogue, by=by))
     groups = group_beyond(
-        lists.join(population.segments, on=USER),
+        segmented,
         beyond_inputs,
-        by=["model", "segment", "k"],
+        by=by,
         metrics=settings.metrics,
         pairs=settings.personalization_pairs,
         seed=settings.seed,
         bootstrap_samples=settings.bootstrap_samples,
+        exposure=exposure,
     )
     if groups is not None:
         rows += [metric_row(r) for r in groups.collect()]
-    by = ["model", "k"]
-    exposure = item_exposure(lists, population.catalogue, by=by)
+    everyone = exposure.filter(F.col("segment") == "all").drop("segment")
     return BeyondAccuracy(
         rows=rows,
         per_user=per_user,
-        long_tail=long_tail(exposure, population.catalogue, by=by),
+        long_tail=long_tail(everyone, population.catalogue, by=["model", "k"]),
         warnings=warnings,
     )
 
@@ -873,7 +877,8 @@ def _beyond_inputs(
             expected = ranked.filter(F.col("model") == name)
         else:  # only relevant recommended items can be serendipitous: rank just those
             hits = ranked.select(USER, ITEM).join(truth.select(USER, ITEM), on=[USER, ITEM])
-            expected = popularity_ranks(history, hits, seen=seen)
+            popularity = catalogue.select(ITEM, F.col("n_users").cast("double").alias(SCORE))
+            expected = popularity_ranks(popularity, hits, seen=seen)
         expected = expected.select(USER, ITEM, RANK)
     inputs = BeyondInputs(
         catalogue=catalogue,

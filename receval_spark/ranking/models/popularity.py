@@ -26,40 +26,44 @@ def popularity_candidates(
     slots = ranks_needed(users, k=k, seen=seen).select(
         USER, F.explode(F.sequence(F.lit(1), F.col("_needed"))).alias("_pos")
     )
-    return slots.join(popularity_positions(history), on="_pos").select(USER, ITEM, SCORE)
+    positions = popularity_positions(item_popularity(history))
+    return slots.join(positions, on="_pos").select(USER, ITEM, SCORE)
 
 
-def popularity_positions(history: DataFrame) -> DataFrame:
-    """(item_id, score, _pos): every item with train users and its position 1..n in the global
-    popularity order (score descending, ties by item id): one catalogue-sized window."""
+def popularity_positions(popularity: DataFrame) -> DataFrame:
+    """(item_id, score, _pos): every item of ``popularity`` (:func:`item_popularity`) and its
+    position 1..n in the global popularity order (score descending, ties by item id): one
+    catalogue-sized window."""
     order = Window.orderBy(F.col(SCORE).desc(), F.col(ITEM).asc())
-    return item_popularity(history).withColumn("_pos", F.row_number().over(order))
+    return popularity.withColumn("_pos", F.row_number().over(order))
 
 
-def popularity_ranks(history: DataFrame, pairs: DataFrame, *, seen: DataFrame | None) -> DataFrame:
-    """(user_id, item_id, rank): for the (user, item) ``pairs`` whose item has train users and
-    is not in ``seen`` for the user, the item's rank in the user's popularity list — the rank
+def popularity_ranks(
+    popularity: DataFrame, pairs: DataFrame, *, seen: DataFrame | None
+) -> DataFrame:
+    """(user_id, item_id, rank): for the (user, item) ``pairs`` whose item is in ``popularity``
+    (:func:`item_popularity`, or the catalogue's train users per item) and not in ``seen`` for
+    the user, the item's rank in the user's popularity list — the rank
     :func:`popularity_candidates` and seen filtering give it — without building the lists:
     rank = global position - the number of the user's seen items placed before it.
 
-    One join of the pairs with the user's seen items and one aggregation, over sum_pairs
-    |seen(u)| rows: a few pairs per user (e.g. the relevant recommended items) cost far less
-    than every user's top-k popularity list.
+    One window per user over the pairs and the user's seen items in popularity order (a
+    running count of seen items): linear in pairs + seen pairs, so a few pairs per user (e.g.
+    the relevant recommended items) cost far less than every user's top-k popularity list.
     """
-    positions = popularity_positions(history).select(ITEM, "_pos")
+    positions = popularity_positions(popularity).select(ITEM, "_pos")
     ranked = pairs.select(USER, ITEM).distinct().join(positions, on=ITEM)
     if seen is None:
         return ranked.select(USER, ITEM, F.col("_pos").alias(RANK))
     seen = seen.select(USER, ITEM).distinct()
-    earlier = seen.join(positions, on=ITEM).select(
-        F.col(USER).alias("_seen_user"), F.col("_pos").alias("_seen_pos")
-    )
-    unseen = ranked.join(seen, on=[USER, ITEM], how="left_anti")
-    before = (F.col(USER) == F.col("_seen_user")) & (F.col("_seen_pos") < F.col("_pos"))
+    unseen = ranked.join(seen, on=[USER, ITEM], how="left_anti").withColumn("_seen", F.lit(0))
+    marks = seen.join(positions, on=ITEM).withColumn("_seen", F.lit(1))
+    # distinct items hold distinct positions: no seen item ties with a pair
+    earlier = Window.partitionBy(USER).orderBy("_pos").rowsBetween(Window.unboundedPreceding, 0)
     return (
-        unseen.join(earlier, on=before, how="left")
-        .groupBy(USER, ITEM, "_pos")
-        .agg(F.count("_seen_pos").alias("_before"))
+        unseen.unionByName(marks)
+        .withColumn("_before", F.sum("_seen").over(earlier))
+        .filter(F.col("_seen") == 0)
         .select(USER, ITEM, (F.col("_pos") - F.col("_before")).cast("int").alias(RANK))
     )
 

@@ -77,7 +77,7 @@ def test_popularity_ranks_are_the_ranks_in_the_built_lists(spark, filtered):
         popularity_candidates(history, users, k=45, seen=seen), k=45, seen=seen
     ).select("user_id", "item_id", "rank")
 
-    ranks = popularity_ranks(history, pairs, seen=seen)
+    ranks = popularity_ranks(item_popularity(history), pairs, seen=seen)
 
     assert lists.count() > 500
     assert_df_equality(ranks, lists, ignore_row_order=True, ignore_nullable=True)

@@ -43,6 +43,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BooleanType,
+    DoubleType,
     IntegerType,
     LongType,
     StructField,
@@ -572,7 +573,7 @@ def replicate_blocks_kernel(
     """The numpy side of :func:`bootstrap_blocks`: list rows (``by``, item_id, n_interactions,
     in_catalogue, ``_h`` = xxhash64(seed, user), ``list_size``) of whole (group, item)s, any
     number of list groups -> the bucket's part of every replicate's exposure blocks:
-    (``by``, replicate, f, in_catalogue, c, interactions, pair_h, pair_m, pair_l).
+    (``by``, replicate, f, in_catalogue, c, interactions, pair_h, pair_m, pair_l, lists).
 
     W(user, b) is :func:`replicate_weight` exactly: Spark's xxhash64 of the int b seeded with
     ``_h`` (XXH64 ``hashInt``), its low 40 bits as u, the Poisson(1) inverse CDF at u, drawn
@@ -582,7 +583,9 @@ def replicate_blocks_kernel(
     f > 0 are then grouped as in :func:`exposure_blocks`: c items, the sum of their
     n_interactions, and (s^2 - q) / 2 cut into the fixed-point limbs of ``exact_sum`` and
     summed as longs, so adding the buckets' parts in Spark (:func:`limb_sum`) gives
-    ``exposure_blocks`` of the replicate bit for bit. Rows are summed in chunks of
+    ``exposure_blocks`` of the replicate bit for bit. ``lists`` is the blocks' sum of q: over
+    every item of a group, sum_i q_i = sum_u W(u, b) |R(u)| / |R(u)|, the replicate's number
+    of lists (a double within far less than 1/2 of that integer). Rows are summed in chunks of
     ``CHUNK_ROWS``, so memory is bounded by the chunk, the users (B int32 each) and the
     items.
 
@@ -663,9 +666,9 @@ def replicate_blocks_kernel(
         key = [v[order] for v in (group, replicate, f_held, in_catalogue)]
         bounds = np.flatnonzero(changes(len(order), *key))  # one block per distinct key
 
-        def total(values: np.ndarray) -> np.ndarray:
-            """Per block, the long sum of a value of the held (group, item, replicate)s."""
-            ordered = values[order].astype(np.int64)
+        def total(values: np.ndarray, dtype: type = np.int64) -> np.ndarray:
+            """Per block, the sum of a value of the held (group, item, replicate)s."""
+            ordered = values[order].astype(dtype)
             return np.add.reduceat(ordered, bounds) if len(bounds) else ordered
 
         out = rows.loc[np.flatnonzero(new_group)[key[0][bounds]], by].reset_index(drop=True)
@@ -678,6 +681,7 @@ def replicate_blocks_kernel(
             pair_h=total(h),
             pair_m=total(m),
             pair_l=total(low),
+            lists=total(q[held, replicate], np.float64),
         )
 
     return kernel
@@ -686,9 +690,10 @@ def replicate_blocks_kernel(
 def bootstrap_blocks(
     lists: DataFrame, catalogue: DataFrame, *, by: Sequence[str], samples: int, seed: int
 ) -> DataFrame:
-    """(*by, replicate, f, in_catalogue, c, interactions, pair_sum): :func:`exposure_blocks`
+    """(*by, replicate, f, in_catalogue, c, interactions, pair_sum, lists): :func:`exposure_blocks`
     of each of ``samples`` Poisson bootstrap replicates of the users, where a list counts
-    W(user, replicate) times (items with f = 0 in a replicate are left out).
+    W(user, replicate) times (items with f = 0 in a replicate are left out), and ``lists``,
+    the blocks' sum of q (their group's replicate size: :func:`bootstrap_list_counts`).
 
     The list rows are grouped by the hash bucket of the item alone, one bucket per shuffle
     partition, and :func:`replicate_blocks_kernel` sums the B weights of every row of every
@@ -717,6 +722,7 @@ def bootstrap_blocks(
             StructField("in_catalogue", BooleanType(), False),
             *[StructField(c, LongType(), False) for c in ("c", "interactions")],
             *[StructField(c, LongType(), False) for c in ("pair_h", "pair_m", "pair_l")],
+            StructField("lists", DoubleType(), False),
         ]
     )
     buckets = int(rows.sparkSession.conf.get("spark.sql.shuffle.partitions"))
@@ -726,21 +732,15 @@ def bootstrap_blocks(
         F.sum("c").alias("c"),
         F.sum("interactions").alias("interactions"),
         limb_sum("pair_h", "pair_m", "pair_l").alias("pair_sum"),
+        F.sum("lists").alias("lists"),
     )
 
 
-def bootstrap_list_counts(
-    lists: DataFrame, *, by: Sequence[str], samples: int, seed: int
-) -> DataFrame:
-    """(*by, replicate, n_lists): the number of lists in each replicate, sum of W(user, b)."""
-    replicate = F.explode(F.sequence(F.lit(0), F.lit(samples - 1))).alias("replicate")
-    return (
-        lists.select(*by, USER)
-        .distinct()
-        .select(*by, USER, replicate)
-        .groupBy(*by, "replicate")
-        .agg(F.sum(replicate_weight(seed, F.col(USER), F.col("replicate"))).alias("n_lists"))
-    )
+def bootstrap_list_counts(blocks: DataFrame, *, by: Sequence[str]) -> DataFrame:
+    """(*by, replicate, n_lists): the number of lists in each replicate, sum of W(user, b),
+    read off :func:`bootstrap_blocks` (their ``lists``, rounded to the integer it estimates)."""
+    n_lists = F.round(F.sum("lists")).cast("long").alias("n_lists")
+    return blocks.groupBy(*by, "replicate").agg(n_lists)
 
 
 def group_statistics(
@@ -782,9 +782,10 @@ def bootstrap_std(
     if not wanted or samples == 0:
         return None
     by = list(by)
+    blocks = persist(bootstrap_blocks(lists, inputs.catalogue, by=by, samples=samples, seed=seed))
     values = group_statistics(
-        persist(bootstrap_blocks(lists, inputs.catalogue, by=by, samples=samples, seed=seed)),
-        bootstrap_list_counts(lists, by=by, samples=samples, seed=seed),
+        blocks,
+        bootstrap_list_counts(blocks, by=by),
         inputs.totals,
         by=[*by, "replicate"],
         metrics=wanted,

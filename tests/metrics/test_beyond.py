@@ -700,7 +700,8 @@ def test_bootstrap_kernel_sums_the_reference_weights_in_any_chunking(monkeypatch
     """The numpy kernel alone (no Spark): per (list group, item, replicate) f = sum of W(u, b),
     s = sum of W / sqrt(|R(u)|), q = sum of W / |R(u)| over the group's lists; the items with
     f > 0 grouped into blocks per (group, replicate, f, in_catalogue) with their count, train
-    interactions and sum of (s^2 - q) / 2 (as exact_sum's limbs) — with several groups in one
+    interactions, sum of (s^2 - q) / 2 (as exact_sum's limbs) and sum of q (a group's add up to
+    its replicate's number of lists) — with several groups in one
     call, whatever the row order and however the rows are cut into chunks."""
     rng = np.random.default_rng(3)
     seed, samples = 11, 7
@@ -730,10 +731,17 @@ def test_bootstrap_kernel_sums_the_reference_weights_in_any_chunking(monkeypatch
                 sums[2] += w / r.list_size
     want: dict[tuple[str, int, int, int, bool], list[float]] = {}
     for (model, k, item, b), (f, s, q) in exposure.items():
-        block = want.setdefault((model, k, b, f, item < 10), [0, 0, 0.0])
+        block = want.setdefault((model, k, b, f, item < 10), [0, 0, 0.0, 0.0])
         block[0] += 1
         block[1] += 3 * item
         block[2] += (s * s - q) / 2
+        block[3] += q
+    # the q of a group's blocks add up to its replicate's number of lists, sum_u W(u, b)
+    n_lists = {
+        (model, k, b): sum(reference_weight(seed, int(u), b) for u in users.unique())
+        for (model, k), users in rows.groupby(["model", "k"])["user_id"]
+        for b in range(samples)
+    }
 
     for chunk in (5, 64, 32_768):
         monkeypatch.setattr(beyond, "CHUNK_ROWS", chunk)
@@ -743,10 +751,17 @@ def test_bootstrap_kernel_sums_the_reference_weights_in_any_chunking(monkeypatch
         keys = ["model", "k", "replicate", "f", "in_catalogue"]
         assert sorted(got[keys].itertuples(index=False, name=None)) == sorted(want)
         for r in got.itertuples():
-            c, interactions, pair_sum = want[(r.model, r.k, r.replicate, r.f, r.in_catalogue)]
+            c, interactions, pair_sum, lists = want[
+                (r.model, r.k, r.replicate, r.f, r.in_catalogue)
+            ]
             assert (r.c, r.interactions) == (c, interactions)
             limbs = r.pair_h + (r.pair_m + r.pair_l / 2.0**31) / 2.0**31
             assert limbs == pytest.approx(pair_sum, rel=1e-12)
+            assert r.lists == pytest.approx(lists, rel=1e-12)
+        counted = got.groupby(["model", "k", "replicate"])["lists"].sum()
+        assert {key: round(v) for key, v in counted.items() if round(v)} == {
+            key: n for key, n in n_lists.items() if n
+        }
 
 
 def test_bootstrap_std_equals_a_reference_over_the_same_replicates(spark):

@@ -67,16 +67,9 @@ def time_scale(spark: SparkSession, folder: Path, runs: int) -> list[float]:
         expected=popular.select(USER, ITEM, RANK).persist(),
         categories=items.select(ITEM, "categories"),
     )
-    for frame in (
-        rankings,
-        lists,
-        users,
-        catalogue,
-        inputs.totals,
-        inputs.truth,
-        inputs.expected,
-        items,
-    ):
+    cached = [history, items, rankings, lists, users, catalogue]
+    cached += [inputs.totals, inputs.truth, inputs.expected]
+    for frame in cached:
         frame.count()
     seconds = []
     for _ in range(runs):
@@ -87,17 +80,7 @@ def time_scale(spark: SparkSession, folder: Path, runs: int) -> list[float]:
         per_user = per_user_beyond(rankings, inputs, ks=KS, by=["model"], metrics=METRICS)
         macro_average(per_user, by=["model", "metric", "k"]).collect()
         seconds.append(time.perf_counter() - start)
-    for frame in (
-        history,
-        items,
-        rankings,
-        lists,
-        users,
-        catalogue,
-        inputs.totals,
-        inputs.truth,
-        inputs.expected,
-    ):
+    for frame in cached:
         frame.unpersist()
     return seconds
 

@@ -484,6 +484,7 @@ def per_user_beyond(
     if "ild_embedding" in wanted:
         rows = rows.join(inputs.units, on=ITEM, how="left")
     rows = rows.repartition(USER)  # the one shuffle of the rows: every step below is per user
+    by_category = rows  # the category sums need none of serendipity's per-user arrays
     if "serendipity" in wanted:
         relevant = per_user_arrays(inputs.truth.withColumn(RANK, F.lit(0)), name="_relevant")
         expected = per_user_arrays(inputs.expected, name="_expected")
@@ -519,7 +520,8 @@ def per_user_beyond(
         for k in ks
     }
     if known is not None:
-        per_list = per_list.join(category_sums(rows, ks=ks, keys=keys), on=keys, how="left")
+        sums = category_sums(by_category, ks=ks, keys=keys)
+        per_list = per_list.join(sums, on=keys, how="left")
         total = known.agg(F.count(F.lit(1)).alias("_total")).filter(F.col("_total") > 0)
         per_list = per_list.join(F.broadcast(total), on=F.lit(True), how="left")
         for k in ks:

@@ -10,6 +10,7 @@ stops Spark to flush the log, and attributes every Spark job to the job stage (`
 * task: executor run time summed over tasks (the work itself).
 
     .venv/bin/python benchmarks/job_profile.py --config conf/demo.yaml
+    .venv/bin/python benchmarks/job_profile.py --config conf/demo.yaml --repeat 3  # warm JVM
     .venv/bin/python benchmarks/job_profile.py --config conf/movielens-100k.yaml \
         --set data.interactions.path=../shared/data/ml-100k/u.data
 """
@@ -84,6 +85,13 @@ def main() -> None:
     parser.add_argument("--config", required=True)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run the evaluation this many times in one session and profile the last "
+        "(a warm JVM, as in a notebook or the test suite)",
+    )
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="receval-profile-"))
     logs = scratch / "events"
@@ -98,11 +106,12 @@ def main() -> None:
     ]
     config = load_config(args.config, overrides)
     spark = build_session(config.spark, app_name="receval-profile", quiet=True)
-    began = time.time()
-    evaluation = evaluate(spark, config)
-    evaluated = time.time()
-    write_reports(evaluation)
-    written = time.time()
+    for _ in range(args.repeat):
+        began = time.time()
+        evaluation = evaluate(spark, config)
+        evaluated = time.time()
+        write_reports(evaluation)
+        written = time.time()
     spark.stop()
     stages, lo = [], began
     for name, seconds in evaluation.stage_seconds.items():

@@ -32,10 +32,10 @@ VENV_BIN = Path(sys.executable).parent
 @contextlib.contextmanager
 def kept_sql_conf(spark):
     """Put back the runtime SQL options a job run in this process sets on the shared session
-    (receval_spark.spark.DEFAULT_CONF and the configs' spark.sql.* options)."""
+    (receval_spark.spark.DEFAULT_CONF's and the configs' modifiable spark.sql.* options)."""
     from receval_spark.spark import DEFAULT_CONF
 
-    keys = [key for key in DEFAULT_CONF if key.startswith("spark.sql.")]
+    keys = [k for k in DEFAULT_CONF if k.startswith("spark.sql.") and spark.conf.isModifiable(k)]
     saved = {key: spark.conf.get(key, None) for key in keys}
     try:
         yield

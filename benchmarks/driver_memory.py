@@ -27,9 +27,17 @@ HERE = Path(__file__).resolve().parent
 RECEVAL = Path(sys.executable).with_name("receval")
 
 
-def config(data: Path, output: Path, driver_memory: str, partitions: int, lean: bool) -> dict:
+def config(
+    data: Path,
+    output: Path,
+    driver_memory: str,
+    partitions: int,
+    lean: bool,
+    extra: dict[str, str] | None = None,
+) -> dict:
     """The job; ``lean``: popularity and random at k = 10, no segments, bootstrap or comparisons
-    (the same driver-side results per row, a fraction of the executor work)."""
+    (the same driver-side results per row, a fraction of the executor work); ``extra``: more
+    Spark settings."""
     job = {
         "run": {"name": "bench-driver-memory", "date": "2026-11-30"},
         "spark": {
@@ -38,6 +46,7 @@ def config(data: Path, output: Path, driver_memory: str, partitions: int, lean: 
                 "spark.driver.memory": driver_memory,
                 "spark.sql.shuffle.partitions": partitions,
                 "spark.ui.enabled": False,
+                **(extra or {}),
             },
         },
         "data": {
@@ -111,6 +120,9 @@ def main() -> None:
     parser.add_argument("--driver-memory", default="1g")
     parser.add_argument("--partitions", type=int, default=16)
     parser.add_argument("--lean", action="store_true", help="2 models, k = 10, no statistics")
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="another Spark setting"
+    )
     args = parser.parse_args()
 
     if not (args.data / "interactions.parquet").exists():
@@ -130,7 +142,12 @@ def main() -> None:
         path.write_text(
             yaml.safe_dump(
                 config(
-                    args.data, Path(tmp) / "reports", args.driver_memory, args.partitions, args.lean
+                    args.data,
+                    Path(tmp) / "reports",
+                    args.driver_memory,
+                    args.partitions,
+                    args.lean,
+                    dict(c.split("=", 1) for c in args.conf),
                 )
             )
         )
@@ -150,6 +167,7 @@ def main() -> None:
         "driver_memory": args.driver_memory,
         "partitions": args.partitions,
         "lean": args.lean,
+        "conf": args.conf,
         "peak_rss_mib": {what: round(kib / 1024) for what, kib in peaks.values()},
     }
     print(json.dumps(result))

@@ -858,6 +858,7 @@ def _beyond_inputs(
             max_iter=e.max_iter,
             reg_param=e.reg_param,
             alpha=e.alpha,
+            blocks=e.blocks,
             seed=e.seed,
         )
         units = persist(unit_vectors(vectors))

@@ -236,7 +236,7 @@ def test_peer_definitions_report_their_four_metrics_and_recommenders_drops_users
     inner join), so the same-users check is replaced by a warning."""
     models = [
         {"name": "popularity", "kind": "popularity"},
-        {"name": "als", "kind": "als", "rank": 2, "max_iter": 1, "fallback": "none"},
+        {"name": "als", "kind": "als", "rank": 2, "max_iter": 1, "blocks": 2, "fallback": "none"},
     ]
     counts = {}
     for definitions in ("spark_mllib", "recommenders"):

@@ -141,7 +141,7 @@ def sampled_scores(spark, positive, models):
 
 def candidate_models(fallback, suffix=""):
     return [
-        AlsModel(name=f"als{suffix}", kind="als", rank=2, max_iter=2, fallback=fallback),
+        AlsModel(name=f"als{suffix}", kind="als", rank=2, max_iter=2, blocks=2, fallback=fallback),
         ItemKnnModel(name=f"item_knn{suffix}", kind="item_knn", neighbours=20, fallback=fallback),
     ]
 

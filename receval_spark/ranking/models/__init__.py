@@ -142,6 +142,7 @@ def fit_model(
             reg_param=model.reg_param,
             alpha=model.alpha,
             implicit=model.implicit,
+            blocks=model.blocks,
             seed=model.seed,
         )
         m = k + most_seen(seen)

@@ -26,6 +26,7 @@ def als_item_embeddings(
     max_iter: int,
     reg_param: float,
     alpha: float,
+    blocks: int,
     seed: int,
 ) -> DataFrame:
     """(item_id, embedding array<double>): the item factors of implicit ALS on train
@@ -37,6 +38,7 @@ def als_item_embeddings(
         reg_param=reg_param,
         alpha=alpha,
         implicit=True,
+        blocks=blocks,
         seed=seed,
     )
     factors = fitted.model.itemFactors.withColumnRenamed("id", "_item")
@@ -63,13 +65,15 @@ def fit_als(
     reg_param: float,
     alpha: float,
     implicit: bool,
+    blocks: int,
     seed: int,
 ) -> FittedAls:
     """ALS on ``history``. Implicit: confidence 1 + alpha · (number of interactions of the
     user with the item) (Hu, Koren, Volinsky 2008); explicit: the mean train rating of each
     (user, item) (rows without a rating are left out). Users and items get dense,
     collision-free 32-bit numbers (:func:`dense_ids`), whatever the type of the log's ids, so
-    no two users (or items) are ever fitted as one. Fitting runs Spark jobs."""
+    no two users (or items) are ever fitted as one. ``blocks``: Spark ML's numUserBlocks and
+    numItemBlocks (the factors depend on it, not on the cluster). Fitting runs Spark jobs."""
     if implicit:  # implicit logs may lack ratings
         rows = history.select(USER, ITEM)
     else:
@@ -90,6 +94,8 @@ def fit_als(
         alpha=alpha,
         implicitPrefs=implicit,
         seed=seed,
+        numUserBlocks=blocks,
+        numItemBlocks=blocks,
         userCol="_user",
         itemCol="_item",
         ratingCol="_r",

@@ -22,41 +22,59 @@ from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, SCORE, USER
 from receval_spark.metrics.aggregate import exact_sum
+from receval_spark.ranking.models.common import dense_ids
+
+PAIR_BASE = 1 << 32  # an item pair (a, b) of dense numbers as one long: a * PAIR_BASE + b
 
 
 def item_neighbours(history: DataFrame, *, neighbours: int) -> DataFrame:
     """(item_id, neighbour, similarity): each item's ``neighbours`` most similar other items."""
     pairs = history.select(USER, ITEM).distinct()
-    counts = pairs.groupBy(ITEM).agg(F.count(F.lit(1)).alias("_n"))
-    left, right = pairs.alias("a"), pairs.alias("b")
+    # items numbered 0..n-1 with their |U_i|: an unordered pair (i, j), i < j, is then one long
+    ids = dense_ids(pairs, ITEM, name="_number").join(
+        pairs.groupBy(ITEM).agg(F.count(F.lit(1)).alias("_n")), on=ITEM
+    )
+    numbered = pairs.join(ids, on=ITEM).select(USER, "_number")
+    left, right = numbered.alias("a"), numbered.alias("b")
+    pair = F.col("a._number").cast("long") * PAIR_BASE + F.col("b._number")
     # |U_i ∩ U_j| is symmetric: count each unordered pair once (half the self-join's rows),
-    # then give it to both items
+    # then give it to both items. The pairs reach the count sorted: the aggregation's hash map
+    # is then walked in order (ml-latest-small, 13M pairs on local[2]: 36 -> 18 s).
     once = (
         left.join(right, on=USER)
-        .filter(F.col(f"a.{ITEM}") < F.col(f"b.{ITEM}"))
-        .groupBy(F.col(f"a.{ITEM}").alias(ITEM), F.col(f"b.{ITEM}").alias("neighbour"))
+        .filter(F.col("a._number") < F.col("b._number"))
+        .select(pair.alias("_pair"))
+        .repartition("_pair")
+        .sortWithinPartitions("_pair")
+        .groupBy("_pair")
         .agg(F.count(F.lit(1)).alias("_both"))
     )
-    both_ways = F.array(
-        F.struct(F.col(ITEM).alias(ITEM), F.col("neighbour").alias("neighbour")),
-        F.struct(F.col("neighbour").alias(ITEM), F.col(ITEM).alias("neighbour")),
+    first = ids.select(
+        F.col("_number").alias("_a"), F.col(ITEM).alias("_i"), F.col("_n").alias("_ni")
     )
-    together = once.select(F.inline(both_ways), "_both")
-    similarity = (
-        together.join(counts, on=ITEM)
-        .join(
-            counts.select(F.col(ITEM).alias("neighbour"), F.col("_n").alias("_n_neighbour")),
-            on="neighbour",
+    second = ids.select(
+        F.col("_number").alias("_b"), F.col(ITEM).alias("_j"), F.col("_n").alias("_nj")
+    )
+    similar = (
+        once.select(
+            F.shiftright("_pair", 32).cast("int").alias("_a"),
+            (F.col("_pair") % PAIR_BASE).cast("int").alias("_b"),
+            "_both",
         )
+        .join(first, on="_a")
+        .join(second, on="_b")
         .select(
-            ITEM,
-            "neighbour",
-            (F.col("_both") / F.sqrt(F.col("_n") * F.col("_n_neighbour"))).alias("similarity"),
+            "_i", "_j", (F.col("_both") / F.sqrt(F.col("_ni") * F.col("_nj"))).alias("similarity")
         )
     )
+    both_ways = F.array(
+        F.struct(F.col("_i").alias(ITEM), F.col("_j").alias("neighbour")),
+        F.struct(F.col("_j").alias(ITEM), F.col("_i").alias("neighbour")),
+    )
+    together = similar.select(F.inline(both_ways), "similarity")
     order = Window.partitionBy(ITEM).orderBy(F.col("similarity").desc(), F.col("neighbour"))
     return (
-        similarity.withColumn("_rank", F.row_number().over(order))
+        together.withColumn("_rank", F.row_number().over(order))
         .filter(F.col("_rank") <= neighbours)
         .drop("_rank")
     )

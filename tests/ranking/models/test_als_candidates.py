@@ -27,7 +27,14 @@ def fitted_als(spark):
         if key not in fits:
             history = spark.createDataFrame(rows, "user_id long, item_id long, rating double")
             fits[key] = fit_als(
-                history, rank=2, max_iter=10, reg_param=0.1, alpha=10.0, implicit=implicit, seed=3
+                history,
+                rank=2,
+                max_iter=10,
+                reg_param=0.1,
+                alpha=10.0,
+                implicit=implicit,
+                blocks=2,
+                seed=3,
             )
         return fits[key]
 

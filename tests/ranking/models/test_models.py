@@ -228,7 +228,7 @@ def _lists(ranked):
 @pytest.mark.parametrize(
     "model",
     [
-        AlsModel(name="als", kind="als", rank=2, max_iter=3),
+        AlsModel(name="als", kind="als", rank=2, max_iter=3, blocks=2),
         ItemKnnModel(name="item_knn", kind="item_knn", neighbours=5),
     ],
     ids=["als", "item_knn"],

@@ -71,7 +71,7 @@ def ranking(spark, u_data, tmp_path_factory):
         models=[
             {"name": "popularity", "kind": "popularity"},
             {"name": "random", "kind": "random", "seed": 7},
-            {"name": "als", "kind": "als", "rank": 32, "reg_param": [0.05, 0.5]},
+            {"name": "als", "kind": "als", "rank": 32, "reg_param": [0.05, 0.5], "blocks": 2},
             {"name": "item_knn", "kind": "item_knn", "neighbours": [50, 200]},
         ],
     )
@@ -156,7 +156,14 @@ def test_rating_task_errors_match_the_reference_and_say_they_do_not_rank(spark, 
         evaluation={"baseline": None},
         models=[
             {"name": "bias", "kind": "bias", "reg_item": REG_ITEM, "reg_user": REG_USER},
-            {"name": "als", "kind": "als", "implicit": False, "rank": 10, "reg_param": 0.1},
+            {
+                "name": "als",
+                "kind": "als",
+                "implicit": False,
+                "rank": 10,
+                "reg_param": 0.1,
+                "blocks": 2,
+            },
         ],
     )
     evaluation = evaluate(spark, cfg).outcome

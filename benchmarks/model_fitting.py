@@ -1,0 +1,80 @@
+"""What the built-in candidate models cost on the shipped ml-latest-small, in one warm session:
+ALS (implicit, the demo's rank 32) fitted and asked for every user's top m at each number of
+blocks, and item-kNN's neighbour table (the demo's 100 neighbours).
+
+    PYSPARK_PYTHON=.venv/bin/python .venv/bin/python benchmarks/model_fitting.py --blocks 10 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+from receval_spark.columns import ITEM, USER  # noqa: E402
+from receval_spark.ranking.models.als import als_candidates, fit_als  # noqa: E402
+from receval_spark.ranking.models.item_knn import item_neighbours  # noqa: E402
+
+RATINGS = REPO / "receval_spark" / "data" / "ml-latest-small" / "ratings.csv"
+ALS = {"rank": 32, "max_iter": 10, "reg_param": 0.1, "alpha": 10.0, "seed": 42}  # the demo's
+
+
+def seconds(function, *args, **kwargs) -> tuple[float, Any]:
+    """Wall seconds of ``function(*args, **kwargs)`` and its result."""
+    started = time.perf_counter()
+    result = function(*args, **kwargs)
+    return time.perf_counter() - started, result
+
+
+def top_m_rows(fitted, users, *, m: int) -> int:
+    """Rows of ALS's top-m lists of ``users`` (computing them)."""
+    return als_candidates(fitted, users, m=m).count()
+
+
+def neighbour_rows(history, *, neighbours: int) -> int:
+    """Rows of item-kNN's neighbour table (computing it)."""
+    return item_neighbours(history, neighbours=neighbours).localCheckpoint().count()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--blocks", type=int, nargs="+", default=[10, 4, 2])
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--neighbours", type=int, default=100)
+    args = parser.parse_args()
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.sql.shuffle.partitions", 4)
+        .config("spark.ui.enabled", False)
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    ratings = spark.read.csv(str(RATINGS), header=True, inferSchema=True)
+    history = ratings.select(
+        F.col("userId").alias(USER), F.col("movieId").alias(ITEM)
+    ).localCheckpoint()
+    users = history.select(USER).distinct().localCheckpoint()
+    m = history.groupBy(USER).count().agg(F.max("count")).first()[0]
+    print("| model | run | fit / table (s) | top-m (s) | rows |")
+    print("|---|---:|---:|---:|---:|")
+    for run in range(1, args.runs + 1):
+        for blocks in args.blocks:
+            fit, fitted = seconds(fit_als, history, implicit=True, blocks=blocks, **ALS)
+            top, rows = seconds(top_m_rows, fitted, users, m=m)
+            print(f"| ALS, {blocks} blocks, m = {m} | {run} | {fit:.1f} | {top:.1f} | {rows} |")
+        table, rows = seconds(neighbour_rows, history, neighbours=args.neighbours)
+        print(f"| item-kNN, {args.neighbours} neighbours | {run} | {table:.1f} | — | {rows} |")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -24,7 +24,8 @@ from receval_spark.columns import ITEM, SCORE, USER
 from receval_spark.metrics.aggregate import exact_sum
 from receval_spark.ranking.models.common import dense_ids
 
-PAIR_BASE = 1 << 32  # an item pair (a, b) of dense numbers as one long: a * PAIR_BASE + b
+PAIR_BITS = 32  # an item pair (a, b) of dense numbers as one long: a * 2^PAIR_BITS + b
+PAIR_BASE = 1 << PAIR_BITS
 
 
 def item_neighbours(history: DataFrame, *, neighbours: int) -> DataFrame:
@@ -57,7 +58,7 @@ def item_neighbours(history: DataFrame, *, neighbours: int) -> DataFrame:
     )
     similar = (
         once.select(
-            F.shiftright("_pair", 32).cast("int").alias("_a"),
+            F.shiftright("_pair", PAIR_BITS).cast("int").alias("_a"),
             (F.col("_pair") % PAIR_BASE).cast("int").alias("_b"),
             "_both",
         )

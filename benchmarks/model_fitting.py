@@ -54,6 +54,7 @@ def main() -> None:
         SparkSession.builder.master("local[2]")
         .config("spark.sql.shuffle.partitions", 4)
         .config("spark.ui.enabled", False)
+        .config("spark.ui.showConsoleProgress", False)
         .config("spark.driver.memory", "2g")
         .getOrCreate()
     )

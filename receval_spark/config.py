@@ -252,7 +252,8 @@ else:
 # ALS's user and item blocks (Spark ML's numUserBlocks = numItemBlocks; its default 10). The
 # fitted factors depend on them (each block's factors start from their own seed) and on nothing
 # about the cluster, so a given value gives the same model everywhere; fewer blocks are faster on
-# few cores (ml-latest-small on local[2]: fit and top-m 27 s with 10 blocks, 13 s with 2).
+# few cores (ml-latest-small on local[2], warm: the job's fit and top-m 24.3 s with 10 blocks,
+# 18.8 s with 2; benchmarks/model_fitting.py).
 MAX_ALS_BLOCKS = 1024
 
 

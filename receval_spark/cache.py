@@ -22,7 +22,14 @@ import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame
+
+# A checkpoint keeps rows, not the cache's compressed column batches: deserialized, a row of the
+# log takes ~100 bytes of heap (20M rows: 2 GB); serialized, it is its UnsafeRow bytes, and a
+# block that does not fit in memory is read back from disk as a stream (benchmarks/README.md,
+# driver memory). PySpark's MEMORY_AND_DISK is the JVM's MEMORY_AND_DISK_SER.
+SERIALIZED = StorageLevel.MEMORY_AND_DISK
 
 
 class CachedTables:
@@ -51,14 +58,14 @@ _ACTIVE: ContextVar[CachedTables | None] = ContextVar("receval_cached_tables", d
 
 def persist(df: DataFrame) -> DataFrame:
     """``df`` materialised once for the plans that read it: in a local session an eager
-    ``localCheckpoint`` (module doc), elsewhere ``df.persist()`` (MEMORY_AND_DISK), recorded in
+    ``localCheckpoint``, serialized (module doc), elsewhere ``df.persist()`` (MEMORY_AND_DISK), recorded in
     the active :func:`tracking_cache` scope (outside one it simply stays persisted).
 
     Spark keeps one cache entry per plan: when an equal plan is cached already (another
     evaluation in the session, or the caller's own ``cache()``), that entry is used as it is
     and not recorded, so releasing this scope never drops data another owner still holds."""
     if cuts_lineage(df):
-        return df.localCheckpoint(eager=True)
+        return df.localCheckpoint(eager=True, storageLevel=SERIALIZED)
     tables = _ACTIVE.get()
     if tables is None or _is_cached(df):
         return df.persist()

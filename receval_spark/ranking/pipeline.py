@@ -168,7 +168,12 @@ def read_inputs(
 
 def load_interactions(raw: DataFrame, source: InteractionsSource) -> DataFrame:
     """Map and validate the interaction log (one validation pass); read errors (a local
-    session reads while persisting) name the source."""
+    session reads while persisting) name the source.
+
+    The log is persisted hash-partitioned by user (AQE sizes the partitions), not in its
+    file splits: a 128 MB split of a compressed file is a block of several hundred MB in
+    memory, which a small executor heap cannot read back (benchmarks/README.md, driver
+    memory)."""
     with reading("data.interactions", source):
         interactions = persist(
             canonical_interactions(
@@ -176,7 +181,7 @@ def load_interactions(raw: DataFrame, source: InteractionsSource) -> DataFrame:
                 columns=source.columns,
                 timestamp_unit=source.timestamp_unit,
                 source="data.interactions",
-            )
+            ).repartition(USER)
         )
         validate_interactions(interactions, columns=source.columns, source="data.interactions")
     return interactions

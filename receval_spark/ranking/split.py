@@ -7,8 +7,11 @@ first by ``time_points`` (one small aggregate), so the split itself takes litera
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
@@ -47,19 +50,72 @@ class Split:
         return self.train if self.validation is None else self.train.unionByName(self.validation)
 
 
+# percentile_approx only brackets each quantile: its summary holds O(A·log(n/A)) entries per task
+# for accuracy A (1e6 did not fit a 1 GB heap at 20M interactions; benchmarks/README.md, driver
+# memory); the bracket's distinct timestamps, about 2·MARGIN·n rows, then give the exact value.
+QUANTILE_ACCURACY = 10_000
+QUANTILE_MARGIN = 3 / QUANTILE_ACCURACY
+
+
 def time_points(
     interactions: DataFrame, quantiles: Sequence[float] = ()
 ) -> tuple[dt.datetime, dt.datetime, list[dt.datetime]]:
-    """The earliest and latest interaction timestamps (UTC) and the q-quantile of the
-    timestamps for each q of ``quantiles`` (approximate, relative error 1e-6), from one
-    aggregate: one pass over the log however many cut-offs the split derives."""
-    micros = F.unix_micros(TIMESTAMP)
-    aggregates = [F.min(micros).alias("lo"), F.max(micros).alias("hi")]
-    if quantiles:
-        aggregates.append(F.percentile_approx(micros, list(quantiles), 1_000_000).alias("q"))
-    row = interactions.agg(*aggregates).collect()[0]
-    points = [from_micros(m) for m in row["q"]] if quantiles else []
-    return from_micros(row["lo"]), from_micros(row["hi"]), points
+    """The earliest and latest interaction timestamps (UTC) and the exact q-quantile of the
+    timestamps for each q of ``quantiles``: the smallest timestamp with at least q·n of the n
+    interactions at or before it.
+
+    One aggregate gives the bounds, n and a bracket per q (the approximate (q ± margin)-quantiles,
+    relative rank error 1/QUANTILE_ACCURACY, so the exact one lies inside); a second counts the
+    rows below each bracket and collects the distinct timestamps inside with their counts."""
+    times = interactions.select(F.unix_micros(TIMESTAMP).alias("t"))
+    aggregates = [F.min("t").alias("lo"), F.max("t").alias("hi"), F.count("t").alias("n")]
+    for i, q in enumerate(quantiles):
+        bounds = [max(q - QUANTILE_MARGIN, 0.0), min(q + QUANTILE_MARGIN, 1.0)]
+        aggregates.append(F.percentile_approx("t", bounds, QUANTILE_ACCURACY).alias(f"b{i}"))
+    row = times.agg(*aggregates).collect()[0]
+    ranks = [max(1, math.ceil(Fraction(str(q)) * row["n"])) for q in quantiles]
+    brackets = [tuple(row[f"b{i}"]) for i in range(len(quantiles))]
+    points = order_statistics(times, ranks, brackets) if quantiles else []
+    return from_micros(row["lo"]), from_micros(row["hi"]), [from_micros(p) for p in points]
+
+
+def order_statistics(
+    times: DataFrame, ranks: Sequence[int], brackets: Sequence[tuple[int, int]]
+) -> list[int]:
+    """The r-th smallest ``t`` of ``times`` for each rank r (1-based), given a bracket [lo, hi]
+    of values that holds it, from one grouping: every distinct ``t`` inside a bracket with its
+    count, and the rows outside all brackets counted per number of bracket starts at or below
+    them (negative keys), which gives the rows below each bracket."""
+    t = F.col("t")
+    starts = sorted({lo for lo, _ in brackets})
+    inside = functools.reduce(
+        lambda a, b: a | b, [t.between(F.lit(lo), F.lit(hi)) for lo, hi in brackets]
+    )
+    gap = -1 - functools.reduce(
+        lambda a, b: a + b, [F.when(t >= F.lit(lo), 1).otherwise(0) for lo in starts]
+    )
+    counts = times.groupBy(F.when(inside, t).otherwise(gap).cast("long").alias("key")).count()
+    inner: dict[int, int] = {}
+    gaps: dict[int, int] = {}
+    for key, count in counts.collect():
+        if key < 0:
+            gaps[-1 - key] = count
+        else:
+            inner[key] = count
+    values = sorted(inner)
+    answers = []
+    for rank, (lo, hi) in zip(ranks, brackets, strict=True):
+        # outside rows below lo: those with at most starts.index(lo) starts at or below them
+        seen = sum(c for j, c in gaps.items() if j <= starts.index(lo))
+        seen += sum(inner[v] for v in values if v < lo)
+        for v in (v for v in values if lo <= v <= hi):
+            seen += inner[v]
+            if seen >= rank:
+                answers.append(v)
+                break
+        else:  # percentile_approx's error bound makes this unreachable
+            raise RuntimeError(f"the {rank}-th timestamp is outside its bracket [{lo}, {hi}]")
+    return answers
 
 
 def to_datetime(value: dt.datetime | dt.date | float) -> dt.datetime:

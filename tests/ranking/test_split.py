@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import numpy as np
 import pytest
 from chispa import assert_df_equality
 
@@ -11,7 +12,9 @@ from receval_spark.config import GlobalTemporalSplit
 from receval_spark.errors import InputError
 from receval_spark.ranking.split import (
     global_temporal_split,
+    QUANTILE_ACCURACY,
     leave_last_n_split,
+    order_statistics,
     plan_global_temporal,
     split_interactions,
     time_points,
@@ -119,6 +122,39 @@ def test_time_points_are_the_bounds_and_the_quantiles_of_the_timestamps(spark):
     # smallest timestamp with at least q of the rows at or before it
     assert time_points(log, [0.5, 0.7, 0.25]) == (at(100), at(1000), [at(500), at(700), at(300)])
     assert time_points(log) == (at(100), at(1000), [])
+
+
+def exact_quantile(seconds: np.ndarray, q: float) -> int:
+    """The smallest value with at least q·n of the n values at or before it (numpy)."""
+    ordered = np.sort(seconds)
+    return int(ordered[max(1, int(np.ceil(round(q * len(ordered), 9)))) - 1])
+
+
+def test_quantiles_are_exact_where_percentile_approx_is_not(spark):
+    """40,000 timestamps, many tied, so n / QUANTILE_ACCURACY = 4 rows of rank error for the
+    approximation: the cut-offs still equal the exact order statistics."""
+    rng = np.random.default_rng(5)
+    seconds = np.concatenate([rng.integers(0, 30_000, 30_000), np.full(10_000, 12_345)])
+    assert len(seconds) / QUANTILE_ACCURACY > 1
+    log = spark.createDataFrame(
+        [(int(i), 1, at(int(s)), 1.0) for i, s in enumerate(seconds)], SCHEMA
+    )
+    qs = [0.001, 0.3, 0.31, 0.5, 0.8, 0.9999]
+    lo, hi, points = time_points(log, qs)
+
+    assert (lo, hi) == (at(int(seconds.min())), at(int(seconds.max())))
+    assert points == [at(exact_quantile(seconds, q)) for q in qs]
+
+
+def test_order_statistics_walk_any_bracket_that_holds_the_rank(spark):
+    """Given brackets of any width that hold the rank (overlapping, nested, at the ends), the
+    r-th smallest value, ties counted."""
+    values = [5, 1, 9, 9, 9, 3, 7, 7, 2, 8]  # sorted: 1 2 3 5 7 7 8 9 9 9
+    times = spark.createDataFrame([(v,) for v in values], "t long")
+    ranks = [1, 4, 5, 6, 7, 8, 10]
+    brackets = [(1, 1), (2, 7), (5, 9), (7, 7), (3, 8), (8, 9), (9, 9)]
+
+    assert order_statistics(times, ranks, brackets) == [1, 5, 7, 7, 8, 9, 9]
 
 
 def test_split_interactions_resolves_quantiles_and_records_them(spark):

@@ -10,10 +10,10 @@ configuration) or ``InputError`` (a table), each naming what is wrong and the fi
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime as dt
 import os
 import platform
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -45,8 +45,9 @@ from receval_spark.io import (
     report_root,
 )
 from receval_spark.io import write_reports as commit_datasets
-from receval_spark.ranking.pipeline import StageClock, read_inputs
+from receval_spark.progress import StageClock
 from receval_spark.ranking.pipeline import evaluate as evaluate_ranking
+from receval_spark.ranking.pipeline import read_inputs
 from receval_spark.report.render import load_report, write_report
 from receval_spark.results import (
     REPORT_SCHEMAS,
@@ -184,8 +185,7 @@ def evaluate(
     )
     job = _job_config(config, JobConfig, given)
 
-    def compute() -> Outcome:
-        clock = StageClock()  # the read stage: reading and validating the inputs
+    def compute(clock: StageClock) -> Outcome:
         return evaluate_ranking(job, read_inputs(spark, job, given), clock=clock)
 
     return _run(spark, job, compute, keep_cached=keep_cached)
@@ -214,7 +214,9 @@ def evaluate_sessions(
     return _run(
         spark,
         job,
-        lambda: evaluate_session_protocol(job, read_session_inputs(spark, job, given)),
+        lambda clock: evaluate_session_protocol(
+            job, read_session_inputs(spark, job, given), clock=clock
+        ),
         keep_cached=keep_cached,
     )
 
@@ -230,7 +232,18 @@ def write_reports(
     alerts of ``evaluation.alerts`` are evaluated against the dates committed earlier at
     ``output`` and the run record's status says whether one fired.
     """
-    writing_from = time.monotonic()
+    config = evaluation.config
+    spark = evaluation.metrics.sparkSession
+    with StageClock(spark, run=config.run.name) as clock:
+        clock.start("write")
+        commit = _commit(evaluation, output, per_user=per_user)
+        clock.note(datasets=len(commit.datasets), status=commit.status)
+        clock.stop()
+    return dataclasses.replace(commit, seconds=clock.seconds["write"])
+
+
+def _commit(evaluation: Evaluation, output: str | None, *, per_user: bool | None) -> Commit:
+    """write_reports' work (its seconds are filled in by the caller)."""
     config = evaluation.config
     output = output if output is not None else config.output.path
     check_output_path(output)
@@ -278,7 +291,7 @@ def write_reports(
         datasets=tuple(tables),
         status=status,
         alerts=alerts,
-        seconds=time.monotonic() - writing_from,
+        seconds=0.0,
     )
 
 
@@ -424,16 +437,18 @@ def _fill_sources(raw: dict[str, Any], given: Mapping[str, DataFrame]) -> None:
 def _run(
     spark: SparkSession,
     config: JobConfig | SessionJobConfig,
-    compute: Callable[[], Outcome],
+    compute: Callable[[StageClock], Outcome],
     *,
     keep_cached: bool,
 ) -> Evaluation:
-    """Run ``compute`` in a cache scope and build the report datasets of its outcome."""
+    """Run ``compute`` in a cache scope with a stage clock whose first stage, read, is
+    running, and build the report datasets of its outcome."""
     started_at = utc_now()
     run_id = new_run_id(started_at)
-    with tracking_cache() as cached:
+    with tracking_cache() as cached, StageClock(spark, run=config.run.name) as clock:
         try:
-            outcome = compute()
+            clock.start("read")
+            outcome = compute(clock)
             evaluation = _evaluation(
                 spark, config, outcome, run_id=run_id, started_at=started_at, cached=cached
             )

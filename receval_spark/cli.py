@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import logging
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -20,6 +21,7 @@ import click
 from receval_spark.config import JobConfig, SessionJobConfig
 from receval_spark.config_files import load_config
 from receval_spark.errors import ConfigError, SetupError, UserError, first_line
+from receval_spark.progress import LOGGER
 from receval_spark.registry import definitions
 
 if TYPE_CHECKING:
@@ -37,6 +39,11 @@ def _set_verbose(ctx: click.Context, _param: click.Parameter, value: bool) -> No
         ctx.ensure_object(dict)["verbose"] = True
 
 
+def _set_quiet(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.ensure_object(dict)["quiet"] = True
+
+
 # Accepted before the command (receval -v evaluate ...) and after it (spark-submit
 # jobs/evaluate.py -v ...).
 VERBOSE_OPTION = click.option(
@@ -48,11 +55,21 @@ VERBOSE_OPTION = click.option(
     callback=_set_verbose,
     help="On a failure, also print the Python (and Java) stack traces.",
 )
+QUIET_OPTION = click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    is_eager=True,
+    expose_value=False,
+    callback=_set_quiet,
+    help="Do not print a progress line as each stage starts and ends.",
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="receval_spark")
 @VERBOSE_OPTION
+@QUIET_OPTION
 def cli() -> None:
     """Offline evaluation of recommender systems on Spark."""
 
@@ -60,6 +77,36 @@ def cli() -> None:
 def _verbose() -> bool:
     """Whether ``--verbose`` was given, before or after the command."""
     return bool(click.get_current_context().ensure_object(dict).get("verbose"))
+
+
+def _quiet() -> bool:
+    return bool(click.get_current_context().ensure_object(dict).get("quiet"))
+
+
+class _EchoHandler(logging.Handler):
+    """Log records as lines on stdout (click.echo), where the job's other output goes."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(self.format(record))
+
+
+@contextlib.contextmanager
+def _progress_lines(quiet: bool) -> Iterator[None]:
+    """Print the stage lines of receval_spark.progress (INFO) with a time stamp while the
+    block runs, unless ``quiet``."""
+    if quiet:
+        yield
+        return
+    handler = _EchoHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%Y-%m-%d %H:%M:%S"))
+    saved = LOGGER.level
+    LOGGER.addHandler(handler)
+    LOGGER.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        LOGGER.removeHandler(handler)
+        LOGGER.setLevel(saved)
 
 
 CONFIG_OPTION = click.option(
@@ -105,7 +152,11 @@ def _run(
     try:
         refuse_if_held(spark, config.output.path, lease_seconds=config.output.lease_seconds)
         quieted = contextlib.nullcontext() if verbose else _quiet_failures()
-        with quieted, evaluate(spark, config, keep_cached=True) as evaluation:
+        with (
+            _progress_lines(_quiet()),
+            quieted,
+            evaluate(spark, config, keep_cached=True) as evaluation,
+        ):
             commit = write_reports(evaluation)
         _render(spark, config.output.path, commit.run_date)
     finally:
@@ -174,6 +225,7 @@ def _finish(evaluation: Evaluation, commit: Commit) -> int:
 @SET_OPTION
 @REMOTE_OPTION
 @VERBOSE_OPTION
+@QUIET_OPTION
 def evaluate(config_path: str, overrides: tuple[str, ...], remote: str | None) -> int:
     """Split, score every configured model and write the reports for run.date."""
     config = load_config(config_path, _with_remote(overrides, remote))
@@ -227,6 +279,7 @@ def evaluate(config_path: str, overrides: tuple[str, ...], remote: str | None) -
 @SET_OPTION
 @REMOTE_OPTION
 @VERBOSE_OPTION
+@QUIET_OPTION
 def sessions(config_path: str, overrides: tuple[str, ...], remote: str | None) -> int:
     """Session-based next-item protocol: preprocess, split, predict every next click."""
     config = load_config(config_path, _with_remote(overrides, remote), schema=SessionJobConfig)

@@ -8,7 +8,6 @@ Only bounded results reach the driver: counts, cut-offs and the metric aggregate
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -69,6 +68,7 @@ from receval_spark.metrics.offpolicy import (
     off_policy_sums,
 )
 from receval_spark.metrics.rating import rating_errors, rating_metrics
+from receval_spark.progress import StageClock
 from receval_spark.ranking.checks import (
     list_coverage,
     run_checks,
@@ -99,21 +99,6 @@ from receval_spark.results import (
 )
 
 JOB_STAGES = ("read", "split", "tune", "top_k", "accuracy", "beyond", "statistics", "checks")
-
-
-class StageClock:
-    """Wall seconds per job stage: ``lap(name)`` records the time since the previous lap as
-    ``name``'s. Spark is lazy, so a stage ends at an action (a count or a collect) and holds
-    every transformation that action ran."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-        self._last = time.monotonic()
-
-    def lap(self, stage: str) -> None:
-        now = time.monotonic()
-        self.seconds[stage] = now - self._last
-        self._last = now
 
 
 @dataclass(frozen=True)
@@ -302,19 +287,20 @@ def evaluate(config: JobConfig, inputs: Inputs, *, clock: StageClock | None = No
     data.impressions), checks.
     """
     settings = config.evaluation
-    clock = clock or StageClock()  # started before the inputs were read, when given
-    clock.lap("read")
+    clock = clock or StageClock()  # running the read stage, when given
+    clock.start("split")
     split = split_interactions(config.split, inputs.interactions)
     summary = {**describe_split(split), "filter_seen": settings.filter_seen}
     if config.task == "rating_prediction":
         return evaluate_ratings(config, split, summary, clock)
     population = evaluated_population(config, split, summary)
-    clock.lap("split")
+    clock.note(users=population.n_users)
+    clock.start("tune")
     chosen, tuning = choose_models(config, split)
-    clock.lap("tune")
+    clock.start("top_k")
     scorers = fit_scorers(chosen, population, inputs.recommendations, k=max(settings.k))
     ranked = top_k(scorers, population, summary, k=max(settings.k))
-    clock.lap("top_k")
+    clock.start("accuracy")
     models = ranked.sparkSession.createDataFrame([(m.name,) for m in config.models], "model string")
     accuracy = accuracy_per_user(ranked, population, models=models, settings=settings)
     rows = _macro_rows(accuracy) if accuracy is not None else []
@@ -329,11 +315,11 @@ def evaluate(config: JobConfig, inputs: Inputs, *, clock: StageClock | None = No
         for protocol in settings.protocol[1:]  # sampled_<N>, after full
     }
     rows += [row for protocol_rows, _ in sampled.values() for row in protocol_rows]
-    clock.lap("accuracy")
+    clock.start("beyond")
     beyond = beyond_accuracy(config, inputs, ranked, population, summary)
     rows += beyond.rows
     per_user = union_all([f for f in (accuracy, beyond.per_user) if f is not None])
-    clock.lap("beyond")
+    clock.start("statistics")
     comparisons = (
         compare_run(
             {"full": per_user, **{p: per_user for p, (_, per_user) in sampled.items()}},
@@ -342,9 +328,9 @@ def evaluate(config: JobConfig, inputs: Inputs, *, clock: StageClock | None = No
         if settings.baseline is not None
         else []
     )
-    clock.lap("statistics")
     off_policy = []
     if inputs.impressions is not None:
+        clock.start("off_policy")
         off_policy = off_policy_estimates(
             inputs.impressions,
             rank_models(
@@ -356,11 +342,11 @@ def evaluate(config: JobConfig, inputs: Inputs, *, clock: StageClock | None = No
             models=models,
             clip=config.off_policy_settings.clip,
         )
-        clock.lap("off_policy")
+    clock.start("checks")
     checks, warnings = checks_and_warnings(
         config, split, rows, ranked, population, accuracy=accuracy, summary=summary
     )
-    clock.lap("checks")
+    clock.stop()
     return Outcome(
         metrics=rows,
         comparisons=comparisons,
@@ -581,9 +567,10 @@ def evaluate_ratings(
             "task rating_prediction: no test rating has a user and an item with train ratings; "
             "move split.cutoff later or check data.interactions.columns.rating."
         )
-    clock.lap("split")
+    clock.note(scored_ratings=n_known)
+    clock.start("tune")
     models, _ = choose_models(config, split)
-    clock.lap("tune")
+    clock.start("top_k")
     predictions = union_all(
         [
             fit_model(model, history=history, truth=known, k=1, seen=None)
@@ -592,7 +579,7 @@ def evaluate_ratings(
             for model in models
         ]
     )
-    clock.lap("top_k")
+    clock.start("accuracy")
     rows = [
         MetricRow(
             model=e.group[0],
@@ -608,7 +595,6 @@ def evaluate_ratings(
         for row in rating_errors(predictions, known, by=["model"]).collect()
         for e in rating_metrics(row, by=["model"])
     ]
-    clock.lap("accuracy")
     n_users = known.select(USER).distinct().count()
     checks = [temporal_leakage_check(split)] if config.split.method == "global_temporal" else []
     warnings = [
@@ -616,6 +602,7 @@ def evaluate_ratings(
         "the test ratings, not how well a model ranks items; use task: ranking for that",
         *run_warnings(config, n_users, rows),
     ]
+    clock.stop()
     return Outcome(
         metrics=rows,
         comparisons=[],

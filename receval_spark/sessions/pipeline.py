@@ -40,6 +40,7 @@ from receval_spark.metrics.beyond import (
     list_counts,
     top_k_lists,
 )
+from receval_spark.progress import StageClock
 from receval_spark.registry import SESSION_PROTOCOL
 from receval_spark.results import Check, Outcome, metric_row
 from receval_spark.sessions.metrics import (
@@ -157,17 +158,24 @@ def session_lists(
     raise ValueError(f"model {model.name!r}: unknown kind {model.kind!r}")
 
 
-def evaluate_sessions(config: SessionJobConfig, inputs: SessionInputs) -> Outcome:
+def evaluate_sessions(
+    config: SessionJobConfig, inputs: SessionInputs, *, clock: StageClock | None = None
+) -> Outcome:
     """Split, expand test sessions into prediction events, rank with every model, aggregate
-    (DataFrames in, the outcome out; nothing is written)."""
+    (DataFrames in, the outcome out; nothing is written). Stages: split (preprocessing, the
+    split and the prediction events), top_k, accuracy, beyond."""
     ks = config.evaluation.k
     wanted = config.evaluation.metrics
+    clock = clock or StageClock()  # running the read stage, when given
+    clock.start("split")
     split = split_sessions(config, inputs)
     train, test = persist(split.train), persist(split.test)
     events = persist(prediction_events(test))
     n_events = events.count()
     if n_events == 0:
         raise InputError("the test sessions yield no prediction event (every one has 1 click).")
+    clock.note(prediction_events=n_events)
+    clock.start("top_k")
     lists = persist(
         union_all(
             [
@@ -186,12 +194,14 @@ def evaluate_sessions(config: SessionJobConfig, inputs: SessionInputs) -> Outcom
     spark = events.sparkSession
     models = spark.createDataFrame([(m.name,) for m in config.models], "model string")
     rows = []
+    clock.start("accuracy")
     if any(m in wanted for m in SESSION_ACCURACY):
         accuracy = session_accuracy(target_ranks(events, lists, models), ks=ks)
         rows += [
             metric_row(r, protocol=PROTOCOL) for r in accuracy.collect() if r["metric"] in wanted
         ]
     exposure_metrics = [m for m in SESSION_EXPOSURE if m in wanted]
+    clock.start("beyond")
     if exposure_metrics:
         exposure = _exposure(lists, train, models, ks, exposure_metrics)
         rows += [metric_row(r, protocol=PROTOCOL) for r in exposure.collect()]
@@ -206,8 +216,14 @@ def evaluate_sessions(config: SessionJobConfig, inputs: SessionInputs) -> Outcom
             f"{test_counts['sessions']} sessions (n - 1 per session: {expected_events})",
         )
     ]
+    clock.stop()
     return Outcome(
-        metrics=rows, split=summary, n_users_evaluated=n_events, checks=checks, warnings=[]
+        metrics=rows,
+        split=summary,
+        n_users_evaluated=n_events,
+        checks=checks,
+        warnings=[],
+        stage_seconds=clock.seconds,
     )
 
 

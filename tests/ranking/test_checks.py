@@ -194,10 +194,12 @@ def test_reconsumed_test_items_fail_the_heldout_check_and_the_job_exits_1(
     config_path = tmp_path / "job.yaml"
     config_path.write_text(yaml.safe_dump(raw), encoding="utf-8")
 
-    status = main(["evaluate", "--config", str(config_path)])
+    status = main(["evaluate", "--config", str(config_path), "--quiet"])
 
     assert status == 1
-    assert "heldout_not_in_train" in capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert "heldout_not_in_train" in err
+    assert " started" not in out and " done in " not in out, out  # --quiet: no progress lines
     runs = spark.read.parquet(str(tmp_path / "reports" / "runs")).collect()
     assert [r.status for r in runs] == ["failed_checks"]
     checks = {c.name: c for c in runs[0].checks}

@@ -11,8 +11,8 @@ from chispa import assert_df_equality
 from receval_spark.config import GlobalTemporalSplit
 from receval_spark.errors import InputError
 from receval_spark.ranking.split import (
-    global_temporal_split,
     QUANTILE_ACCURACY,
+    global_temporal_split,
     leave_last_n_split,
     order_statistics,
     plan_global_temporal,

@@ -3,6 +3,7 @@ reports it writes, and bad input rejected with exit 2 and nothing written."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -51,6 +52,13 @@ def test_sessions_command_writes_session_metrics(spark, tmp_path, capsys):
     out = capsys.readouterr().out
     assert status == 0, out
     assert "prediction events" in out and "%" in out
+    # a time-stamped line as each stage starts and ends, the write included
+    progress = [line.split(" ", 2)[2] for line in out.splitlines() if " · " in line]
+    assert [line.split(" done in ")[0] for line in progress if " done in " in line] == [
+        f"sessions-cli · {stage}" for stage in ("read", "split", "top_k", "accuracy", "beyond")
+    ] + ["sessions-cli · write"]
+    events = re.search(r"\): (\d+) prediction events", out).group(1)
+    assert any(line.endswith(f"(prediction_events {events})") for line in progress), progress
     metrics = spark.read.parquet(str(tmp_path / "reports" / "metrics")).collect()
     assert {r.protocol for r in metrics} == {"session"}
     assert {(r.model, r.metric, r.k) for r in metrics} >= {

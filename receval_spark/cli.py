@@ -9,12 +9,16 @@ record is written first, with the failure stated); 3 a regression alert fired
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
+import json
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -44,6 +48,11 @@ def _set_quiet(ctx: click.Context, _param: click.Parameter, value: bool) -> None
         ctx.ensure_object(dict)["quiet"] = True
 
 
+def _set_summary(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value:
+        ctx.ensure_object(dict)["summary_json"] = value
+
+
 # Accepted before the command (receval -v evaluate ...) and after it (spark-submit
 # jobs/evaluate.py -v ...).
 VERBOSE_OPTION = click.option(
@@ -64,12 +73,22 @@ QUIET_OPTION = click.option(
     callback=_set_quiet,
     help="Do not print a progress line as each stage starts and ends.",
 )
+SUMMARY_OPTION = click.option(
+    "--summary-json",
+    is_eager=True,
+    expose_value=False,
+    callback=_set_summary,
+    metavar="FILE",
+    help="Also write the outcome as JSON to this local file (status, exit status, stage "
+    "seconds, headline metrics, checks, alerts), whether the run succeeds or fails.",
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="receval_spark")
 @VERBOSE_OPTION
 @QUIET_OPTION
+@SUMMARY_OPTION
 def cli() -> None:
     """Offline evaluation of recommender systems on Spark."""
 
@@ -206,7 +225,8 @@ def _render(spark: SparkSession, output_path: str, run_date: dt.date) -> None:
 
 
 def _finish(evaluation: Evaluation, commit: Commit) -> int:
-    """Print warnings, failed checks and alerts; the exit status."""
+    """Print warnings, failed checks and alerts; record the summary; the exit status (a
+    fired alert: ``evaluation.alerts_exit_code``, 3 by default)."""
     for warning in evaluation.warnings:
         click.echo(f"warning: {warning}", err=True)
     failed = [c for c in evaluation.checks if not c.passed]
@@ -215,9 +235,60 @@ def _finish(evaluation: Evaluation, commit: Commit) -> int:
     alerts = commit.alerts
     for alert in alerts:
         click.echo(f"alert: {alert}", err=True)
+    click.get_current_context().ensure_object(dict)["summary"] = run_summary(evaluation, commit)
     if failed:
         return EXIT_FAILURE
-    return EXIT_REGRESSED if alerts else EXIT_OK
+    return evaluation.config.evaluation.alerts_exit_code if alerts else EXIT_OK
+
+
+def run_summary(evaluation: Evaluation, commit: Commit) -> dict[str, Any]:
+    """What a scheduler reads of a finished run (``--summary-json``): identity, status, stage
+    seconds, the headline metrics and comparisons (segment all), checks, alerts, warnings."""
+    outcome = evaluation.outcome
+    session = evaluation.protocol == "session"
+    headline = [
+        {
+            "model": r.model,
+            "metric": r.metric,
+            "k": r.k,
+            "protocol": r.protocol,
+            "value": r.value,
+            "ci_low": r.ci_low,
+            "ci_high": r.ci_high,
+        }
+        for r in outcome.metrics
+        if r.segment == "all" and (session or r.metric in HEADLINE_METRICS)
+    ]
+    comparisons = [
+        {
+            "model": c.model,
+            "baseline": c.baseline,
+            "metric": c.metric,
+            "k": c.k,
+            "protocol": c.protocol,
+            "mean_diff": c.mean_diff,
+            "ci_low": c.ci_low,
+            "ci_high": c.ci_high,
+            "p_holm": c.p_holm,
+        }
+        for c in outcome.comparisons
+        if c.segment == "all" and c.metric in HEADLINE_METRICS
+    ]
+    return {
+        "run_id": commit.run_id,
+        "run_name": evaluation.config.run.name,
+        "run_date": commit.run_date.isoformat(),
+        "protocol": evaluation.protocol,
+        "run_status": commit.status,
+        "output": commit.output,
+        "units_evaluated": outcome.n_users_evaluated,
+        "stage_seconds": {**evaluation.stage_seconds, "write": commit.seconds},
+        "metrics": headline,
+        "comparisons": comparisons,
+        "checks": [dataclasses.asdict(c) for c in evaluation.checks],
+        "alerts": commit.alerts,
+        "warnings": evaluation.warnings,
+    }
 
 
 @cli.command()
@@ -226,6 +297,7 @@ def _finish(evaluation: Evaluation, commit: Commit) -> int:
 @REMOTE_OPTION
 @VERBOSE_OPTION
 @QUIET_OPTION
+@SUMMARY_OPTION
 def evaluate(config_path: str, overrides: tuple[str, ...], remote: str | None) -> int:
     """Split, score every configured model and write the reports for run.date."""
     config = load_config(config_path, _with_remote(overrides, remote))
@@ -280,6 +352,7 @@ def evaluate(config_path: str, overrides: tuple[str, ...], remote: str | None) -
 @REMOTE_OPTION
 @VERBOSE_OPTION
 @QUIET_OPTION
+@SUMMARY_OPTION
 def sessions(config_path: str, overrides: tuple[str, ...], remote: str | None) -> int:
     """Session-based next-item protocol: preprocess, split, predict every next click."""
     config = load_config(config_path, _with_remote(overrides, remote), schema=SessionJobConfig)
@@ -369,7 +442,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     A failure prints one line on stderr; ``--verbose`` prints the stack trace before it.
     """
-    options = {"verbose": False}
+    options: dict[str, Any] = {"verbose": False}
+    error = None
     try:
         result = cli.main(
             args=list(argv) if argv is not None else None,
@@ -377,39 +451,54 @@ def main(argv: Sequence[str] | None = None) -> int:
             standalone_mode=False,
             obj=options,
         )
+        status = result if isinstance(result, int) else EXIT_OK
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
-        return EXIT_BAD_INPUT
+        status, error = EXIT_BAD_INPUT, exc.format_message()
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
-        return EXIT_FAILURE
+        status, error = EXIT_FAILURE, "aborted"
     except UserError as exc:
-        _error(str(exc), verbose=options["verbose"])
-        return EXIT_BAD_INPUT
+        status, error = EXIT_BAD_INPUT, _error(str(exc), verbose=options["verbose"])
     except SetupError as exc:
-        _error(str(exc), verbose=options["verbose"])
-        return EXIT_FAILURE
+        status, error = EXIT_FAILURE, _error(str(exc), verbose=options["verbose"])
     except Exception as exc:
         if options["verbose"]:
-            _error("the job failed (see above); no report was written or changed.", verbose=True)
+            message = "the job failed (see above); no report was written or changed."
         else:
-            _error(
+            message = (
                 f"{type(exc).__name__}: {first_line(exc)} (run with --verbose for the stack "
-                "trace); no report was written or changed.",
-                verbose=False,
+                "trace); no report was written or changed."
             )
-        return EXIT_FAILURE
-    return result if isinstance(result, int) else EXIT_OK
+        status, error = EXIT_FAILURE, _error(message, verbose=options["verbose"])
+    if options.get("summary_json"):
+        _write_summary(options["summary_json"], options.get("summary", {}), status, error)
+    return status
 
 
-def _error(message: str, *, verbose: bool) -> None:
-    """Print ``error: message`` as one line on stderr, after the stack trace when verbose."""
+def _write_summary(path: str, summary: dict[str, Any], status: int, error: str | None) -> None:
+    """The JSON summary, written whole or not at all (a temporary file renamed over it)."""
+    document = {"exit_status": status, "run_status": "error", "error": error, **summary}
+    target = Path(path)
+    temporary = target.with_name(f".{target.name}.tmp")
+    try:
+        temporary.write_text(json.dumps(document, indent=2, default=str) + "\n", encoding="utf-8")
+        os.replace(temporary, target)
+    except OSError as exc:
+        click.echo(f"warning: --summary-json {path}: {exc.strerror or exc}", err=True)
+
+
+def _error(message: str, *, verbose: bool) -> str:
+    """Print ``error: message`` as one line on stderr, after the stack trace when verbose;
+    return the line's message."""
     if verbose:
         traceback.print_exc()
     first, *rest = _lines(message) or ["(no message)"]
-    click.echo(f"error: {first} {'; '.join(rest)}".rstrip(), err=True)
+    line = f"{first} {'; '.join(rest)}".rstrip()
+    click.echo(f"error: {line}", err=True)
+    return line
 
 
 def _lines(text: str) -> list[str]:

@@ -12,6 +12,7 @@ import re
 from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, overload
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -295,6 +296,20 @@ class AlertRule(_Strict):
     window: int = Field(default=7, ge=1)
 
 
+def _alerts_exit_code(code: int) -> int:
+    if code in (1, 2):
+        raise ValueError(
+            f"{code} means {'a failure' if code == 1 else 'bad input'}; use 3 (the default), "
+            "another code from 4 to 255, or 0 to succeed when an alert fires"
+        )
+    return code
+
+
+# the exit status of a run an alert made regressed: 0 for schedulers that treat any other as
+# a failure (the run record and --summary-json still say regressed)
+AlertsExitCode = Annotated[int, Field(ge=0, le=255), AfterValidator(_alerts_exit_code)]
+
+
 class TuningConfig(_Strict):
     """How grids of model hyperparameters are chosen on the validation period: the largest
     macro average of ``metric@k``, ties by grid order."""
@@ -331,6 +346,7 @@ class EvaluationConfig(_Strict):
     personalization_pairs: int = Field(default=1000, ge=1)
     bootstrap_samples: int = Field(default=100, ge=0, le=10_000)  # 0: no bootstrap intervals
     alerts: list[AlertRule] = Field(default_factory=list)
+    alerts_exit_code: AlertsExitCode = 3
     seed: int = 42
     embeddings: EmbeddingsConfig = Field(default_factory=EmbeddingsConfig)
     serendipity: SerendipityConfig = Field(default_factory=SerendipityConfig)
@@ -568,7 +584,41 @@ class JobConfig(_Strict):
                 f"models: {LOGGING_POLICY!r} names the logging policy in off_policy/ when "
                 "data.impressions is given; rename that model"
             )
+        for i, rule in enumerate(self.evaluation.alerts):
+            _check_alert(
+                i,
+                rule,
+                metrics=self._reported_metrics(),
+                ks=self.evaluation.k,
+                segments=self._reported_segments(rule.metric),
+            )
         return self
+
+    def _reported_metrics(self) -> list[str]:
+        """The metrics the ranking task reports: evaluation.metrics, under a peer's
+        definitions only the accuracy metrics that peer defines."""
+        settings = self.evaluation
+        if settings.definitions == "receval":
+            return list(settings.metrics)
+        ranking = registry.definitions()
+        return [
+            m
+            for m in settings.metrics
+            if ranking[m].family != "accuracy" or ranking[m].peer_defined
+        ]
+
+    def _reported_segments(self, metric: str) -> list[str]:
+        """The segments of ``metric``'s rows: all and the user segments; the item segments
+        (popularity: Rel(u) restricted to head or tail items) for accuracy metrics."""
+        names = ["all"]
+        for segment in self.evaluation.segments:
+            if segment in ("warm", "cold"):
+                names.append(segment)
+            elif segment == "activity":
+                names += [f"activity=q{q}" for q in range(1, 5)]
+            elif registry.definitions()[metric].family == "accuracy":
+                names += ["items=head", "items=tail"]
+        return names
 
     def _check_models(self) -> None:
         """Grids need a validation period; each task takes the models that answer it."""
@@ -679,6 +729,7 @@ class SessionEvaluation(_Strict):
     k: list[Annotated[int, Field(ge=1, le=1000)]] = Field(default_factory=lambda: [5, 10, 20])
     metrics: list[SessionMetric] = Field(default_factory=lambda: list(get_args(SessionMetric)))
     alerts: list[AlertRule] = Field(default_factory=list)
+    alerts_exit_code: AlertsExitCode = 3
 
     @field_validator("k")
     @classmethod
@@ -770,7 +821,32 @@ class SessionJobConfig(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> SessionJobConfig:
         _check_model_names([m.name for m in self.models])
+        for i, rule in enumerate(self.evaluation.alerts):
+            _check_alert(
+                i, rule, metrics=self.evaluation.metrics, ks=self.evaluation.k, segments=["all"]
+            )
         return self
+
+
+def _check_alert(
+    i: int, rule: AlertRule, *, metrics: list[str], ks: list[int], segments: list[str]
+) -> None:
+    """A rule names a metric, k and segment the run computes (else it could never fire)."""
+    where = f"evaluation.alerts.{i}"
+    if rule.metric not in metrics:
+        raise ValueError(
+            f"{where}: metric {rule.metric!r} is not computed by this run (computed: "
+            f"{metrics}); add it to evaluation.metrics or change the rule"
+        )
+    if rule.k not in ks:
+        raise ValueError(
+            f"{where}: k {rule.k} is not one of evaluation.k {ks}; add it there or change the rule"
+        )
+    if rule.segment not in segments:
+        raise ValueError(
+            f"{where}: segment {rule.segment!r} is not computed for {rule.metric} by this run "
+            f"(computed: {segments}); add its segment to evaluation.segments or change the rule"
+        )
 
 
 def _check_model_names(names: list[str]) -> None:

@@ -15,6 +15,7 @@ one bad session job.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import os
 import re
@@ -449,6 +450,24 @@ CASES = [
         spark=False,
     ),
     Bad(
+        "alert_on_a_k_not_computed",
+        sets("evaluation.alerts=[{metric: ndcg, k: 7}]"),
+        ("evaluation.alerts.0", "k 7 is not one of evaluation.k"),
+        spark=False,
+    ),
+    Bad(
+        "alert_on_a_metric_not_computed",
+        sets("evaluation.metrics=[ndcg]", "evaluation.alerts=[{metric: recall}]"),
+        ("evaluation.alerts.0", "metric 'recall' is not computed by this run"),
+        spark=False,
+    ),
+    Bad(
+        "alert_on_a_segment_not_computed",
+        sets("evaluation.alerts=[{metric: coverage, k: 5, segment: items=head}]"),
+        ("evaluation.alerts.0", "segment 'items=head' is not computed for coverage"),
+        spark=False,
+    ),
+    Bad(
         "quantile_not_a_number",
         sets("split.quantile=abc"),
         ("split.quantile", "should be a valid number"),
@@ -787,6 +806,20 @@ STACK_TRACE = re.compile(r"Traceback \(most recent|^\s+at [\w$.<>/]+\(|^Caused b
 
 @pytest.mark.integration
 @pytest.mark.deployment
+def test_the_summary_json_of_a_rejected_job_names_the_error(tmp_path: Path, capsys) -> None:
+    """--summary-json is written for a job that never started too: exit status 2, the error
+    line, no run."""
+    summary_path = tmp_path / "summary.json"
+    missing = tmp_path / "missing.yaml"
+
+    status = main(["evaluate", "--config", str(missing), "--summary-json", str(summary_path)])
+
+    err = capsys.readouterr().err
+    assert status == 2 and len(err.splitlines()) == 1, err
+    summary = json.loads(summary_path.read_text())
+    assert summary == {"exit_status": 2, "run_status": "error", "error": err[len("error: ") : -1]}
+
+
 def test_no_stack_trace_on_stderr(tmp_path: Path, committed_reports: Path) -> None:
     """The CLI in its own process (and JVM) on a file Spark fails to read in a task: stderr is
     exactly the one error line (no Java or Python stack trace, and none of the JVM's or

@@ -194,12 +194,26 @@ def test_reconsumed_test_items_fail_the_heldout_check_and_the_job_exits_1(
     config_path = tmp_path / "job.yaml"
     config_path.write_text(yaml.safe_dump(raw), encoding="utf-8")
 
-    status = main(["evaluate", "--config", str(config_path), "--quiet"])
+    summary_path = tmp_path / "summary.json"
+    status = main(
+        ["evaluate", "--config", str(config_path), "--quiet", "--summary-json", str(summary_path)]
+    )
 
     assert status == 1
     out, err = capsys.readouterr()
     assert "heldout_not_in_train" in err
     assert " started" not in out and " done in " not in out, out  # --quiet: no progress lines
+    summary = json.loads(summary_path.read_text())
+    assert (summary["exit_status"], summary["run_status"], summary["error"]) == (
+        1,
+        "failed_checks",
+        None,
+    )
+    failed = [c for c in summary["checks"] if not c["passed"]]
+    assert [c["name"] for c in failed] == ["heldout_not_in_train"]
+    assert summary["run_date"] == raw["run"]["date"] and summary["protocol"] == "ranking"
+    assert set(summary["stage_seconds"]) >= {"read", "split", "top_k", "write"}
+    assert {(m["model"], m["metric"]) for m in summary["metrics"]} >= {("popularity", "ndcg")}
     runs = spark.read.parquet(str(tmp_path / "reports" / "runs")).collect()
     assert [r.status for r in runs] == ["failed_checks"]
     checks = {c.name: c for c in runs[0].checks}

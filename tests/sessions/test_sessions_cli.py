@@ -3,6 +3,7 @@ reports it writes, and bad input rejected with exit 2 and nothing written."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -46,11 +47,32 @@ def config(tmp: Path, **changes) -> Path:
 
 
 def test_sessions_command_writes_session_metrics(spark, tmp_path, capsys):
+    summary_path = tmp_path / "summary.json"
     with kept_sql_conf(spark):
-        status = main(["sessions", "--config", str(config(tmp_path))])
+        status = main(
+            ["sessions", "--config", str(config(tmp_path)), "--summary-json", str(summary_path)]
+        )
 
     out = capsys.readouterr().out
     assert status == 0, out
+    summary = json.loads(summary_path.read_text())
+    assert (summary["exit_status"], summary["run_status"], summary["protocol"]) == (
+        0,
+        "succeeded",
+        "session",
+    )
+    assert list(summary["stage_seconds"]) == [
+        "read",
+        "split",
+        "top_k",
+        "accuracy",
+        "beyond",
+        "write",
+    ]
+    assert f"run {summary['run_id']} (2024-02-01)" in out
+    assert {(m["model"], m["metric"], m["k"]) for m in summary["metrics"]} >= {
+        ("markov", "recall", 1)
+    }
     assert "prediction events" in out and "%" in out
     # a time-stamped line as each stage starts and ends, the write included
     progress = [line.split(" ", 2)[2] for line in out.splitlines() if " · " in line]

@@ -8,17 +8,24 @@ import pandas as pd
 
 from receval_spark.config import AlertRule
 from receval_spark.registry import definitions
-from receval_spark.results import MetricRow
+from receval_spark.results import ComparisonRow, MetricRow
 
 
 def regressions(
-    rows: Sequence[MetricRow], history: pd.DataFrame, rules: Sequence[AlertRule]
+    rows: Sequence[MetricRow],
+    history: pd.DataFrame,
+    rules: Sequence[AlertRule],
+    *,
+    comparisons: Sequence[ComparisonRow] = (),
 ) -> list[str]:
     """One message per (rule, model, protocol) whose current value is worse than the mean over
     its last ``window`` earlier run dates by more than ``max_relative_drop``.
 
     relative change = (value - mean) / mean, negated where lower is better (the registry's
     ``larger_is_better`` false); models without history (or with a zero mean) are not judged.
+    A rule with ``significance`` (alpha) also needs the model's paired comparison with its own
+    per-user values of the previous run date (``comparisons``, baseline ``<model>@<date>``) to
+    move the same way with p_holm < alpha; without that comparison the model is not judged.
     """
     alerts = []
     for rule in rules:
@@ -48,11 +55,46 @@ def regressions(
                 continue
             sign = 1.0 if definitions(protocol)[rule.metric].larger_is_better else -1.0
             change = sign * (value - mean) / mean
-            if change < -rule.max_relative_drop:
-                alerts.append(
-                    f"regression: {name} of {model} on {rule.segment} is {value:.4f}, "
-                    f"{100 * abs(value - mean) / mean:.1f}% "
-                    f"{'above' if sign < 0 else 'below'} its mean {mean:.4f} over the previous "
-                    f"{int(n_dates)} run dates (threshold {100 * rule.max_relative_drop:g}%)"
+            if change >= -rule.max_relative_drop:
+                continue
+            message = (
+                f"regression: {name} of {model} on {rule.segment} is {value:.4f}, "
+                f"{100 * abs(value - mean) / mean:.1f}% "
+                f"{'above' if sign < 0 else 'below'} its mean {mean:.4f} over the previous "
+                f"{int(n_dates)} run dates (threshold {100 * rule.max_relative_drop:g}%)"
+            )
+            if rule.significance is not None:
+                paired = _against_previous_date(comparisons, rule, model, protocol)
+                if paired is None or not _significant_drop(paired, rule, sign):
+                    continue
+                message += (
+                    f"; paired t-test against {paired.baseline} on {paired.n_users} users: "
+                    f"mean difference {paired.mean_diff:+.4f}, p_holm {paired.p_holm:.2g} < "
+                    f"{rule.significance:g}"
                 )
+            alerts.append(message)
     return alerts
+
+
+def _against_previous_date(
+    comparisons: Sequence[ComparisonRow], rule: AlertRule, model: str, protocol: str
+) -> ComparisonRow | None:
+    """The comparison of ``model`` with its own previous run date at the rule's metric, k and
+    segment, if the run has one."""
+    for c in comparisons:
+        if (
+            c.model == model
+            and c.baseline.startswith(f"{model}@")
+            and (c.protocol, c.segment, c.metric, c.k)
+            == (protocol, rule.segment, rule.metric, rule.k)
+        ):
+            return c
+    return None
+
+
+def _significant_drop(paired: ComparisonRow, rule: AlertRule, sign: float) -> bool:
+    """The paired difference is worse (below zero, or above where lower is better) and
+    significant after Holm at the rule's alpha."""
+    if paired.p_holm is None or paired.mean_diff is None or rule.significance is None:
+        return False
+    return sign * paired.mean_diff < 0 and paired.p_holm < rule.significance

@@ -39,12 +39,18 @@ from receval_spark.config_files import (
 from receval_spark.errors import ConfigError, InputError
 from receval_spark.io import (
     REPORT_DATASETS,
+    committed_runs,
     local_path,
     read_committed,
     read_log,
     report_root,
 )
 from receval_spark.io import write_reports as commit_datasets
+from receval_spark.metrics.compare import (
+    comparison_rows,
+    holm_adjusted,
+    previous_date_differences,
+)
 from receval_spark.progress import StageClock
 from receval_spark.ranking.pipeline import evaluate as evaluate_ranking
 from receval_spark.ranking.pipeline import read_inputs
@@ -52,6 +58,7 @@ from receval_spark.report.render import load_report, write_report
 from receval_spark.results import (
     REPORT_SCHEMAS,
     Check,
+    ComparisonRow,
     Outcome,
     RunRecord,
     comparisons_table,
@@ -147,7 +154,8 @@ class Commit:
     """What :func:`write_reports` committed: where, for which run date, the datasets, the
     run's final status (``succeeded``, ``regressed`` or ``failed_checks``) and the regression
     alerts that fired against earlier dates; ``seconds``: the wall time of the commit
-    (writing computes the lazy datasets)."""
+    (writing computes the lazy datasets); ``comparisons``: the committed comparisons, those
+    against the previous run date's per-user values included."""
 
     output: str
     run_date: dt.date
@@ -156,6 +164,7 @@ class Commit:
     status: str
     alerts: list[str]
     seconds: float
+    comparisons: list[ComparisonRow] = field(default_factory=list)
 
 
 def evaluate(
@@ -250,14 +259,19 @@ def _commit(evaluation: Evaluation, output: str | None, *, per_user: bool | None
     per_user = config.output.per_user if per_user is None else per_user
     alerts: list[str] = []
     spark = evaluation.metrics.sparkSession
+    comparisons = _with_previous_date(evaluation, output)
     if config.evaluation.alerts:
         history = _committed(spark, output, "metrics", before=evaluation.run_date)
         rules = config.evaluation.alerts
-        alerts = regressions(evaluation.outcome.metrics, history.toPandas(), rules)
+        alerts = regressions(
+            evaluation.outcome.metrics, history.toPandas(), rules, comparisons=comparisons
+        )
     status = _status(evaluation.outcome, alerts)
     tables: dict[str, DataFrame] = {"metrics": evaluation.metrics.coalesce(1)}
+    if evaluation.comparisons is not None:
+        committed = comparisons_table(spark, comparisons, run_id=evaluation.run_id)
+        tables["comparisons"] = committed.coalesce(1)
     for name, table in (
-        ("comparisons", evaluation.comparisons),
         ("long_tail", evaluation.long_tail),
         ("off_policy", evaluation.off_policy),
     ):
@@ -291,8 +305,38 @@ def _commit(evaluation: Evaluation, output: str | None, *, per_user: bool | None
         datasets=tuple(tables),
         status=status,
         alerts=alerts,
+        comparisons=comparisons,
         seconds=0.0,
     )
+
+
+def _with_previous_date(evaluation: Evaluation, output: str) -> list[ComparisonRow]:
+    """The run's comparisons and, when the latest earlier run date committed ``per_user``
+    rows, every model against its own values of that date (baseline ``<model>@<date>``,
+    ranking protocol), Holm-adjusted as one family with the others (DESIGN §7)."""
+    comparisons = list(evaluation.outcome.comparisons)
+    if evaluation.per_user is None or evaluation.comparisons is None:
+        return comparisons
+    spark = evaluation.metrics.sparkSession
+    committed = committed_runs(read_log(spark, report_root(output)))
+    earlier = [
+        date
+        for date, state in committed.items()
+        if date < evaluation.run_date.isoformat() and "per_user" in state.datasets
+    ]
+    if not earlier:
+        return comparisons
+    date = max(earlier)
+    previous = read_committed(
+        spark,
+        output,
+        "per_user",
+        schema=REPORT_SCHEMAS["per_user"],
+        dates=[date],
+        committed=committed,
+    )
+    differences = previous_date_differences(evaluation.per_user, previous, date=date)
+    return holm_adjusted(comparisons + comparison_rows(differences))
 
 
 def read_reports(

@@ -294,6 +294,9 @@ class AlertRule(_Strict):
     segment: str = "all"
     max_relative_drop: float = Field(default=0.05, gt=0.0, lt=1.0)
     window: int = Field(default=7, ge=1)
+    # alpha: also require the paired comparison with the model's own per-user values of the
+    # previous run date to be significant after Holm (needs output.per_user)
+    significance: float | None = Field(default=None, gt=0.0, lt=1.0)
 
 
 def _alerts_exit_code(code: int) -> int:
@@ -592,6 +595,11 @@ class JobConfig(_Strict):
                 ks=self.evaluation.k,
                 segments=self._reported_segments(rule.metric),
             )
+            if rule.significance is not None and not self.output.per_user:
+                raise ValueError(
+                    f"evaluation.alerts.{i}.significance compares each night's per-user values "
+                    "with the previous night's; set output.per_user: true"
+                )
         return self
 
     def _reported_metrics(self) -> list[str]:
@@ -825,6 +833,11 @@ class SessionJobConfig(_Strict):
             _check_alert(
                 i, rule, metrics=self.evaluation.metrics, ks=self.evaluation.k, segments=["all"]
             )
+            if rule.significance is not None:
+                raise ValueError(
+                    f"evaluation.alerts.{i}.significance: the session protocol keeps no per-user "
+                    "values to compare nights with; remove it"
+                )
         return self
 
 

@@ -506,20 +506,24 @@ def register_tables(
     written: Mapping[str, DataFrame],
 ) -> None:
     """Point each report dataset's catalog table at the committed runs: created on first use
-    (a partitioned Parquet table over ``<root>/<dataset>``), one partition per committed run
+    (a partitioned Parquet table over ``<root>/<dataset>``), given the columns a newer version
+    of the dataset added (earlier dates read them as null), one partition per committed run
     date located at that run's folder; partitions of dates without the dataset dropped."""
     database = _identifier(catalog.database)
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
     for name, frame in written.items():
         table = f"{database}.{_identifier(catalog.prefix + name)}"
         if not spark.catalog.tableExists(table):
-            columns = ", ".join(
-                f"{_identifier(f.name)} {f.dataType.simpleString()}" for f in frame.schema.fields
-            )
+            columns = ", ".join(_column(f) for f in frame.schema.fields)
             spark.sql(
                 f"CREATE TABLE {table} ({columns}, run_date STRING) USING parquet "
                 f"PARTITIONED BY (run_date) LOCATION '{_quoted(root + '/' + name)}'"
             )
+        else:
+            known = {c.name for c in spark.catalog.listColumns(table)}
+            added = [f for f in frame.schema.fields if f.name not in known]
+            if added:
+                spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({', '.join(map(_column, added))})")
         present = {
             row[0].removeprefix("run_date=")
             for row in spark.sql(f"SHOW PARTITIONS {table}").collect()
@@ -536,6 +540,11 @@ def register_tables(
             else:
                 spark.sql(f"ALTER TABLE {table} ADD {spec} LOCATION '{location}'")
         spark.catalog.refreshTable(table)
+
+
+def _column(field: T.StructField) -> str:
+    """A column definition of a CREATE / ALTER TABLE statement."""
+    return f"{_identifier(field.name)} {field.dataType.simpleString()}"
 
 
 OWNER = f"{socket.gethostname()}:{os.getpid()}"

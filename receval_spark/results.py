@@ -54,7 +54,9 @@ class ComparisonRow:
 
     p_holm / p_wilcoxon_holm: the t-test / Wilcoxon p-values Holm-adjusted over all
     comparisons of the run (every protocol and segment: one family per test);
-    holm_family_size: the number of comparisons in that family."""
+    holm_family_size: the number of comparisons in that family; effect_size: Cohen's d_z
+    (mean_diff / std_diff); mde: the mean difference the paired t-test detects at
+    alpha 0.05 with power 0.8 on n_users (receval_spark.stats)."""
 
     model: str
     baseline: str
@@ -72,6 +74,8 @@ class ComparisonRow:
     p_holm: float | None = None
     p_wilcoxon_holm: float | None = None
     holm_family_size: int | None = None
+    effect_size: float | None = None
+    mde: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 from receval_spark.registry import UNBOUNDED, Bounds, definitions
 
@@ -137,6 +137,52 @@ def paired_t_pvalue(mean: float, std: float | None, n: int) -> float | None:
         return 0.0 if mean != 0 else 1.0
     statistic = mean / (std / math.sqrt(n))
     return float(2 * stats.t.sf(abs(statistic), n - 1))
+
+
+# the minimum detectable effect of a comparison: two-sided paired t-test at this level and power
+MDE_ALPHA = 0.05
+MDE_POWER = 0.8
+
+
+def cohens_dz(mean: float | None, std: float | None) -> float | None:
+    """Cohen's d_z, the standardised effect of paired differences: mean / std (sample std,
+    ddof 1). None without spread (std = 0: the effect is not a finite multiple of it) or
+    without a std (a single user)."""
+    if mean is None or std is None or math.isnan(std) or std == 0:
+        return None
+    return mean / std
+
+
+@cache
+def detectable_dz(n: int, alpha: float = MDE_ALPHA, power: float = MDE_POWER) -> float | None:
+    """The smallest |d_z| a two-sided paired t-test at level ``alpha`` detects with ``power``
+    on n pairs: the d solving P(|T'| > t_{1-alpha/2, n-1}) = power, where T' is noncentral t
+    with n - 1 degrees of freedom and noncentrality d·sqrt(n) (statsmodels' TTestPower).
+    None for n < 2 (no test)."""
+    if n < 2:
+        return None
+    df = n - 1
+    critical = stats.t.ppf(1 - alpha / 2, df)
+
+    def shortfall(d: float) -> float:
+        shift = d * math.sqrt(n)
+        # the lower tail only shrinks as d grows; scipy returns nan where it underflows
+        lower = float(np.nan_to_num(stats.nct.cdf(-critical, df, shift), nan=0.0))
+        return float(stats.nct.sf(critical, df, shift)) + lower
+
+    high = 1.0
+    while shortfall(high) < power:
+        high *= 2
+    return float(optimize.brentq(lambda d: shortfall(d) - power, 0.0, high, xtol=1e-15))
+
+
+def minimum_detectable_effect(std: float | None, n: int) -> float | None:
+    """The mean difference, in the metric's units, that the paired t-test at MDE_ALPHA detects
+    with MDE_POWER on n users whose differences spread by ``std``: detectable_dz(n) · std."""
+    dz = detectable_dz(n)
+    if dz is None or std is None or math.isnan(std):
+        return None
+    return dz * std
 
 
 @dataclass(frozen=True)

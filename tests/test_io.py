@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from receval_spark import io
-from receval_spark.config import InteractionsSource
+from receval_spark.config import CatalogConfig, InteractionsSource
 from receval_spark.io import read_table, to_uri, write_reports
 
 D1, D2 = "2026-01-01", "2026-01-02"
@@ -357,3 +357,30 @@ def test_the_package_reads_and_writes_reports_only_through_spark() -> None:
             if isinstance(node, ast.Attribute) and node.attr in SECOND_CLIENT_CALLS:
                 found.append(f"{path.name}:{node.lineno}: .{node.attr}")
     assert not found, found
+
+
+def test_a_catalog_table_gains_the_columns_a_newer_dataset_adds(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A report dataset that gained a column (comparisons' effect_size, say) since its catalog
+    table was created: the table gets the column, earlier dates read it as null."""
+    catalog = CatalogConfig(database="receval_evolution")
+    older = spark.createDataFrame([("a", 1.0)], "model string, mean_diff double")
+    newer = spark.createDataFrame([("a", 2.0, 0.5)], "model string, mean_diff double, mde double")
+    output = str(tmp_path / "reports")
+    try:
+        for date, frame in ((D1, older), ("2026-01-02", newer)):
+            write_reports(
+                {"comparisons": frame},
+                output_path=output,
+                run_date=date,
+                run_id=f"r-{date}",
+                catalog=catalog,
+            )
+        rows = spark.sql(
+            "SELECT run_date, mean_diff, mde FROM receval_evolution.comparisons ORDER BY run_date"
+        ).collect()
+    finally:
+        spark.sql("DROP DATABASE IF EXISTS receval_evolution CASCADE")
+
+    assert [tuple(r) for r in rows] == [(D1, 1.0, None), ("2026-01-02", 2.0, 0.5)]

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import TTestPower
 from statsmodels.stats.proportion import proportion_confint
 
 from receval_spark.stats import difference_bounds, metric_bounds
@@ -118,6 +119,13 @@ def test_random_vs_popularity_equals_scipy_on_the_per_user_arrays(per_user, comp
             assert row.p_wilcoxon == pytest.approx(stats.wilcoxon(d).pvalue, abs=TOL)
         else:
             assert row.p_wilcoxon == 1.0
+        spread = np.std(d, ddof=1)
+        if spread > 0:  # Cohen's d_z, and the MDE has power 0.8 in statsmodels' t-test power
+            assert row.effect_size == pytest.approx(d.mean() / spread, abs=TOL)
+            power = TTestPower().power(effect_size=row.mde / spread, nobs=len(d), alpha=0.05)
+            assert power == pytest.approx(0.8, abs=TOL)
+        else:
+            assert pd.isna(row.effect_size) and row.mde == 0.0
         checked += 1
     # 7 per-user metrics x 2 k x 5 segments (all, warm, cold, and the activity buckets present)
     assert checked >= 7 * 2 * 4

@@ -10,6 +10,7 @@ import pytest
 from pyspark.sql import Row
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import TTestPower
 from statsmodels.stats.proportion import proportion_confint
 
 from receval_spark.metrics.compare import compare_run, paired_differences, paired_statistics
@@ -18,10 +19,13 @@ from receval_spark.registry import METRICS
 from receval_spark.results import metric_row
 from receval_spark.stats import (
     SignedRanks,
+    cohens_dz,
+    detectable_dz,
     difference_bounds,
     holm,
     mean_interval,
     metric_bounds,
+    minimum_detectable_effect,
     normal_interval,
     paired_t_pvalue,
     t_interval,
@@ -339,3 +343,34 @@ def test_holm_adjusts_once_over_both_protocols_and_drops_no_comparison(spark):
         assert [getattr(r, adjusted) for r in full] != pytest.approx(list(per_protocol), abs=TOL)
     # differences of proportions stay within [-1, 1]
     assert all(-1.0 <= r.ci_low <= r.mean_diff <= r.ci_high <= 1.0 for r in got)
+
+
+@pytest.mark.parametrize("n", [3, 5, 10, 116, 1000, 44_833])
+def test_the_detectable_effect_has_power_0_8_in_statsmodels(n):
+    """detectable_dz(n) is where statsmodels' two-sided one-sample/paired t-test power at
+    alpha 0.05 is 0.8 (to 1e-9), and a smaller effect has less power."""
+    dz = detectable_dz(n)
+    power = TTestPower()
+    assert power.power(effect_size=dz, nobs=n, alpha=0.05) == pytest.approx(0.8, abs=1e-9)
+    assert power.power(effect_size=0.99 * dz, nobs=n, alpha=0.05) < 0.8
+
+
+def test_two_users_need_a_large_effect_and_one_user_has_no_test():
+    """n = 2: one degree of freedom, t_{0.975, 1} = 12.7; the lower tail is negligible (scipy
+    returns nan for it there), so the upper tail alone has power 0.8."""
+    dz = detectable_dz(2)
+    critical = stats.t.ppf(0.975, 1)
+    assert stats.nct.sf(critical, 1, dz * np.sqrt(2)) == pytest.approx(0.8, abs=1e-9)
+    assert 11 < dz < 12
+    assert detectable_dz(1) is None and minimum_detectable_effect(0.3, 1) is None
+
+
+def test_effect_size_and_mde_in_the_metrics_units():
+    """A worked example: d = (0.1, 0.3, 0.2, 0.4), mean 0.25, sample std 0.1291:
+    d_z = 1.936; MDE = detectable_dz(4) · 0.1291."""
+    d = np.array([0.1, 0.3, 0.2, 0.4])
+    mean, std = d.mean(), d.std(ddof=1)
+    assert cohens_dz(mean, std) == pytest.approx(0.25 / 0.12909944487358055, abs=1e-12)
+    assert minimum_detectable_effect(std, 4) == pytest.approx(detectable_dz(4) * std, abs=1e-15)
+    assert cohens_dz(0.2, 0.0) is None and cohens_dz(0.2, None) is None
+    assert minimum_detectable_effect(0.0, 10) == 0.0

@@ -27,8 +27,10 @@ from receval_spark.metrics.aggregate import exact_mean, exact_std
 from receval_spark.results import ComparisonRow
 from receval_spark.stats import (
     SignedRanks,
+    cohens_dz,
     difference_bounds,
     holm,
+    minimum_detectable_effect,
     paired_t_pvalue,
     t_interval,
     wilcoxon_pvalue,
@@ -122,9 +124,31 @@ def holm_adjusted(rows: list[ComparisonRow]) -> list[ComparisonRow]:
 def compare_models(per_user: DataFrame, *, baseline: str) -> list[ComparisonRow]:
     """Every model against ``baseline`` per (segment, metric, k) on their common users: mean
     difference with its t-interval (clipped to the range of a difference of the metric),
-    paired t-test and Wilcoxon p-values; not yet Holm-adjusted (:func:`compare_run`)."""
+    paired t-test and Wilcoxon p-values, effect size d_z and the minimum detectable effect;
+    not yet Holm-adjusted (:func:`compare_run`)."""
+    return comparison_rows(paired_differences(per_user, baseline=baseline))
+
+
+def previous_date_differences(tonight: DataFrame, previous: DataFrame, *, date: str) -> DataFrame:
+    """(model, baseline, *keys, user_id, diff): each model's per-user value minus its own
+    value of the run date ``date`` (baseline ``<model>@<date>``), on the users both runs
+    evaluated. Both in the ``per_user`` dataset's columns (user_id a string)."""
+    keys = ["model", *COMPARISON_KEYS, USER]
+    before = previous.select(*keys, F.col("value").alias("_before"))
+    matched = [tonight[c].eqNullSafe(before[c]) for c in keys]
+    return tonight.join(before, on=matched).select(
+        tonight["model"],
+        F.concat(tonight["model"], F.lit(f"@{date}")).alias("baseline"),
+        *[tonight[c] for c in (*COMPARISON_KEYS, USER)],
+        (tonight["value"] - F.col("_before")).alias("diff"),
+    )
+
+
+def comparison_rows(differences: DataFrame) -> list[ComparisonRow]:
+    """One comparison per (model, baseline, segment, metric, k) of paired ``differences``
+    (:func:`compare_models`' statistics)."""
     keys = ["model", "baseline", *COMPARISON_KEYS]
-    statistics = paired_statistics(paired_differences(per_user, baseline=baseline), by=keys)
+    statistics = paired_statistics(differences, by=keys)
     rows = []
     for r in statistics.collect():
         low, high = t_interval(
@@ -145,6 +169,8 @@ def compare_models(per_user: DataFrame, *, baseline: str) -> list[ComparisonRow]
                 ci_high=high,
                 p_ttest=paired_t_pvalue(r["mean_diff"], r["std_diff"], r["n_users"]),
                 p_wilcoxon=wilcoxon_pvalue(ranks),
+                effect_size=cohens_dz(r["mean_diff"], r["std_diff"]),
+                mde=minimum_detectable_effect(r["std_diff"], r["n_users"]),
             )
         )
     return rows

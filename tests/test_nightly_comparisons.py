@@ -1,0 +1,132 @@
+"""Tonight against last night: every model against its own per-user values of the previous
+committed run date (baseline ``<model>@<date>``), and the significance-aware alert rule that
+fires only when that paired comparison is significant after Holm."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+from helpers import crafted_job_config, crafted_log, kept_sql_conf
+
+from receval_spark import read_reports
+from receval_spark.alerts import regressions
+from receval_spark.cli import EXIT_REGRESSED, main
+from receval_spark.config import AlertRule
+from receval_spark.metrics.compare import (
+    comparison_rows,
+    holm_adjusted,
+    previous_date_differences,
+)
+from receval_spark.results import MetricRow
+
+USERS = 100
+PREVIOUS = "2026-11-02"
+
+
+def per_user(spark, values: np.ndarray):
+    """The per_user dataset's rows of model m: ndcg@10 on segment all for users 0..n-1."""
+    rows = [("r", "m", "all", str(u), "ndcg", 10, float(v)) for u, v in enumerate(values)]
+    schema = "run_id string, model string, segment string, user_id string, metric string, "
+    return spark.createDataFrame(rows, schema + "k int, value double")
+
+
+def judged(spark, before: np.ndarray, tonight: np.ndarray, rule: AlertRule) -> list[str]:
+    """The rule's alerts for tonight's mean, with two earlier nights at the previous values
+    and the paired comparison computed by the job's own functions."""
+    differences = previous_date_differences(
+        per_user(spark, tonight), per_user(spark, before), date=PREVIOUS
+    )
+    comparisons = holm_adjusted(comparison_rows(differences))
+    history = pd.DataFrame(
+        [
+            {
+                "model": "m",
+                "segment": "all",
+                "protocol": "full",
+                "metric": "ndcg",
+                "k": 10,
+                "value": float(before.mean()),
+                "run_date": date,
+            }
+            for date in ("2026-11-01", PREVIOUS)
+        ]
+    )
+    current = MetricRow(
+        model="m", segment="all", metric="ndcg", k=10, value=float(tonight.mean()), n_users=USERS
+    )
+    return regressions([current], history, [rule], comparisons=comparisons)
+
+
+def test_a_noisy_6_percent_drop_does_not_fire_and_a_consistent_3_percent_drop_does(spark):
+    """100 users with values in [0.3, 0.7]. Noisy night: every user moves by -0.03 ± 0.25
+    (mean drop 6%, paired t = -1.2, p = 0.23). Consistent night: every user loses 3% of
+    their value (p < 1e-50). With max_relative_drop 2%, the plain rule fires on both, the
+    significance-aware rule (alpha 0.05) only on the consistent one."""
+    before = np.linspace(0.3, 0.7, USERS)
+    noisy = before - 0.03 + 0.25 * np.where(np.arange(USERS) % 2 == 0, 1.0, -1.0)
+    consistent = 0.97 * before
+    assert (noisy.mean() - before.mean()) / before.mean() < -0.05
+    plain = AlertRule(metric="ndcg", k=10, max_relative_drop=0.02)
+    significant = AlertRule(metric="ndcg", k=10, max_relative_drop=0.02, significance=0.05)
+
+    assert len(judged(spark, before, noisy, plain)) == 1
+    assert judged(spark, before, noisy, significant) == []
+    assert len(judged(spark, before, consistent, plain)) == 1
+    (alert,) = judged(spark, before, consistent, significant)
+    assert alert.startswith("regression: ndcg@10 of m on all is 0.4850, 3.0% below")
+    assert f"paired t-test against m@{PREVIOUS} on 100 users: mean difference -0.0150" in alert
+
+
+def test_three_nights_compare_each_model_with_its_previous_night(spark, tmp_path, capsys):
+    """The job with output.per_user on, three nights: the third night's comparisons hold
+    ext against ext@<second night> on the users both nights evaluated, in the run's one Holm
+    family; two users losing their hit is a 33% drop that the plain rule flags and the
+    significance-aware rule (6 users, p = 0.17) does not."""
+    good = pd.DataFrame(
+        [(u, 100 + u, 1.0) for u in range(1, 7)], columns=["user_id", "item_id", "score"]
+    )
+    worse = good.assign(item_id=[200, 200, 103, 104, 105, 106])  # users 1, 2 lose their hit
+    recs = tmp_path / "recs-{date}.parquet"
+    raw = crafted_job_config(
+        tmp_path,
+        crafted_log(reconsumed=False),
+        [
+            {"name": "popularity", "kind": "popularity"},
+            {"name": "ext", "kind": "external", "path": str(recs)},
+        ],
+    )
+    raw["output"]["per_user"] = True
+    raw["evaluation"]["alerts"] = [
+        {"metric": "ndcg", "k": 2, "max_relative_drop": 0.05},
+        {"metric": "ndcg", "k": 2, "max_relative_drop": 0.05, "significance": 0.05},
+    ]
+    path = tmp_path / "job.yaml"
+
+    def nightly(date: str, recommendations: pd.DataFrame) -> int:
+        night = Path(str(recs).format(date=date))
+        recommendations.to_parquet(night, index=False)
+        raw["models"][1]["path"] = str(night)
+        raw["run"]["date"] = date
+        path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+        with kept_sql_conf(spark):
+            return main(["evaluate", "--config", str(path), "--quiet"])
+
+    assert nightly("2026-11-01", good) == 0
+    assert nightly(PREVIOUS, good) == 0
+    assert nightly("2026-11-03", worse) == EXIT_REGRESSED
+    alerts = [line for line in capsys.readouterr().err.splitlines() if line.startswith("alert:")]
+    assert len(alerts) == 1 and "paired t-test" not in alerts[0], alerts  # the plain rule only
+
+    rows = read_reports(spark, str(tmp_path / "reports"), dataset="comparisons").toPandas()
+    third = rows[rows.run_date == "2026-11-03"]
+    assert set(third.baseline) == {"popularity", f"ext@{PREVIOUS}", f"popularity@{PREVIOUS}"}
+    nightly_rows = third[(third.baseline == f"ext@{PREVIOUS}") & (third.segment == "all")]
+    ndcg = nightly_rows[nightly_rows.metric == "ndcg"].iloc[0]
+    assert ndcg.n_users == 6 and ndcg.mean_diff == -1 / 3
+    assert (third.holm_family_size == len(third)).all()
+    second = rows[rows.run_date == PREVIOUS]
+    assert set(second.baseline) == {"popularity", "ext@2026-11-01", "popularity@2026-11-01"}
+    assert (second[second.baseline == "ext@2026-11-01"].mean_diff == 0).all()

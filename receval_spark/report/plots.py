@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import io
+from collections.abc import Collection
+from typing import Any
 
 import pandas as pd
 from matplotlib.figure import Figure  # not pyplot: no backend, the user's figures untouched
@@ -15,9 +17,21 @@ HISTORY_METRICS = ("ndcg", "recall", "mrr", "coverage")
 
 
 def figures(
-    metrics: pd.DataFrame, *, k: int, long_tail: pd.DataFrame, history: pd.DataFrame
+    metrics: pd.DataFrame,
+    *,
+    k: int,
+    long_tail: pd.DataFrame,
+    history: pd.DataFrame,
+    leave_out: Collection[str] = (),
 ) -> list[dict[str, str]]:
-    """[{title, caption, png (base64)}] for the figures the data supports."""
+    """[{title, caption, png (base64)}] for the figures the data supports; the models of
+    ``leave_out`` (sanity models such as the oracle, whose values would squeeze every other
+    model against zero) are in no figure."""
+    metrics = metrics[~metrics["model"].isin(list(leave_out))]
+    if not long_tail.empty:
+        long_tail = long_tail[~long_tail["model"].isin(list(leave_out))]
+    if not history.empty:
+        history = history[~history["model"].isin(list(leave_out))]
     overall = metrics[(metrics["segment"] == "all") & metrics["k"].notna()]
     out = []
     curves = overall[overall["metric"].isin(CURVE_METRICS)]
@@ -102,9 +116,14 @@ def _curves(curves: pd.DataFrame) -> Figure:
             ax.plot(group["k"], group["value"], marker="o", label=model)
         ax.set_title(f"{metric}@k")
         ax.set_xlabel("k")
-    axes[0][0].legend(fontsize="small")
     fig.tight_layout()
+    _legend_outside(axes[0][-1])
     return fig
+
+
+def _legend_outside(ax: Any) -> None:
+    """The legend to the right of ``ax``, off the data (savefig's tight bounding box keeps it)."""
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
 
 
 def _precision_recall(wide: pd.DataFrame) -> Figure:
@@ -117,7 +136,7 @@ def _precision_recall(wide: pd.DataFrame) -> Figure:
             ax.annotate(f"k={int(row.k)}", (row.recall, row.precision), fontsize=7)
     ax.set_xlabel("recall@k")
     ax.set_ylabel("precision@k")
-    ax.legend(fontsize="small")
+    _legend_outside(ax)
     return fig
 
 
@@ -139,7 +158,7 @@ def _segments(segments: pd.DataFrame, k: int) -> Figure:
     table.plot.bar(ax=ax, rot=30)
     ax.set_ylabel(f"NDCG@{k}")
     ax.set_xlabel("")
-    ax.legend(fontsize="small")
+    _legend_outside(ax)
     return fig
 
 
@@ -170,8 +189,8 @@ def _long_tail(long_tail: pd.DataFrame) -> Figure:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("train interactions per item (bin start)")
         ax.set_ylabel(label)
-    share.legend(fontsize="small")
     fig.tight_layout()
+    _legend_outside(reach)
     return fig
 
 
@@ -188,6 +207,6 @@ def _history(trend: pd.DataFrame, k: int) -> Figure:
             )
         ax.set_xticks(range(len(dates)), [d[5:] for d in dates], rotation=45, fontsize=7)
         ax.set_title(f"{metric}@{k}")
-    axes[0][0].legend(fontsize="small")
     fig.tight_layout()
+    _legend_outside(axes[0][-1])
     return fig

@@ -209,12 +209,34 @@ def model_label(data: ReportData, model: str) -> str:
     return f"{model} (+ popularity for {served} users)" if served else model
 
 
+def against_baseline(comparisons: pd.DataFrame) -> pd.DataFrame:
+    """The comparisons with evaluation.baseline, without those of a model with its own
+    previous run date (baseline ``<model>@<date>``)."""
+    return comparisons if comparisons.empty else comparisons[~_own_previous(comparisons)]
+
+
+def against_previous_date(comparisons: pd.DataFrame) -> pd.DataFrame:
+    """The comparisons of each model with its own previous run date."""
+    return comparisons if comparisons.empty else comparisons[_own_previous(comparisons)]
+
+
+def _own_previous(comparisons: pd.DataFrame) -> pd.Series:
+    pairs = zip(comparisons["model"], comparisons["baseline"], strict=True)
+    own = [baseline.startswith(f"{model}@") for model, baseline in pairs]
+    return pd.Series(own, index=comparisons.index, dtype=bool)
+
+
+def sanity_models(data: ReportData) -> set[str]:
+    """The run's oracle models: a sanity upper bound, kept out of the comparison figures."""
+    return {m["name"] for m in data.run["config"].get("models", []) if m.get("kind") == "oracle"}
+
+
 def summary_rows(data: ReportData, k: int) -> list[dict[str, Any]]:
     """Per model: the headline metrics at k on segment ``all`` as (value, interval, marker);
     marker ▲/▼ when the Holm-adjusted paired t-test against the baseline is < 0.05."""
     at_k = data.metrics["k"].isna() if k is None else data.metrics["k"] == k
     metrics = data.metrics[(data.metrics["segment"] == "all") & at_k]
-    comparisons = data.comparisons
+    comparisons = against_baseline(data.comparisons)
     rows = []
     for model, group in metrics.groupby("model", sort=True):
         cells = {}
@@ -248,12 +270,14 @@ def sentences(data: ReportData, k: int) -> list[str]:
         return []
     at_k = data.metrics[(data.metrics["segment"] == "all") & (data.metrics["k"] == k)]
     coverage = at_k[at_k["metric"] == "coverage"].set_index("model")["value"]
+    ndcg_values = at_k[at_k["metric"] == "ndcg"].set_index("model")["value"]
     out = []
-    focus = data.comparisons[
+    ndcg = data.comparisons[
         (data.comparisons["segment"] == "all")
         & (data.comparisons["metric"] == "ndcg")
         & (data.comparisons["k"] == k)
     ]
+    focus = against_baseline(ndcg)
     for r in focus.sort_values("model").itertuples():
         verb = "beats" if r.mean_diff > 0 else "trails"
         significant = pd.notna(r.p_holm) and r.p_holm < SIGNIFICANCE
@@ -269,6 +293,7 @@ def sentences(data: ReportData, k: int) -> list[str]:
             f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}] over {r.n_users} users "
             f"({adjusted} = {r.p_holm:.2g}{'' if significant else ', not significant'})"
         )
+        text += _detectable(r, significant, ndcg_values.get(r.baseline))
         if r.model in coverage and r.baseline in coverage:
             wider = coverage[r.model] > coverage[r.baseline]
             joint = "but" if wider != (r.mean_diff > 0) else "and"
@@ -278,13 +303,42 @@ def sentences(data: ReportData, k: int) -> list[str]:
             )
         out.append(text + ".")
     baseline = focus["baseline"].iloc[0] if len(focus) else None
-    ndcg = at_k[(at_k["metric"] == "ndcg") & (at_k["model"] == baseline)]
-    if len(ndcg):
-        text = f"{baseline} is the baseline: NDCG@{k} {ndcg['value'].iloc[0]:.4f}"
+    if baseline in ndcg_values:
+        text = f"{baseline} is the baseline: NDCG@{k} {ndcg_values[baseline]:.4f}"
         if baseline in coverage:
             text += f", covering {100 * coverage[baseline]:.1f}% of the catalogue"
         out.append(text + ".")
+    for r in against_previous_date(ndcg).sort_values("model").itertuples():
+        significant = pd.notna(r.p_holm) and r.p_holm < SIGNIFICANCE
+        before = r.baseline.split("@", 1)[1]
+        value = ndcg_values.get(r.model)
+        reference = None if value is None else value - r.mean_diff  # the users' mean before
+        out.append(
+            f"Against its own run of {before}, {r.model} moved NDCG@{k} by {r.mean_diff:+.4f} "
+            f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}] on the {r.n_users} users both nights "
+            f"evaluated (Holm-adjusted p = {r.p_holm:.2g}"
+            f"{'' if significant else ', not significant'})"
+            + _detectable(r, significant, reference)
+            + "."
+        )
     return out
+
+
+def _detectable(r: Any, significant: bool, reference: float | None) -> str:
+    """For a difference that is not significant: whether it is below the minimum detectable
+    effect of the comparison, relative to ``reference`` (the baseline's value) when known."""
+    mde = getattr(r, "mde", None)  # absent from reports before it existed
+    if significant or mde is None or pd.isna(mde) or abs(r.mean_diff) >= mde:
+        return ""
+    relative = (
+        f", {100 * abs(r.mean_diff) / reference:.1f}% vs an MDE of {100 * mde / reference:.1f}%"
+        if reference
+        else ""
+    )
+    return (
+        f"; a difference of {abs(r.mean_diff):.4f} is below what {r.n_users} users can detect "
+        f"(MDE {mde:.4f} at alpha 0.05, power 0.8{relative})"
+    )
 
 
 OFF_POLICY_ASSUMPTIONS = (
@@ -359,7 +413,13 @@ def render(data: ReportData) -> tuple[str, str]:
         "off_policy_assumptions": OFF_POLICY_ASSUMPTIONS,
         "figures": []
         if k is None
-        else plots.figures(data.metrics, k=k, long_tail=data.long_tail, history=data.history),
+        else plots.figures(
+            data.metrics,
+            k=k,
+            long_tail=data.long_tail,
+            history=data.history,
+            leave_out=sanity_models(data),
+        ),
     }
     return (
         environment.get_template("report.html.j2").render(**context),

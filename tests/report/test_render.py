@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 import receval_spark
+from receval_spark.report import plots
 from receval_spark.report.render import (
     ReportData,
     history_rows,
@@ -313,3 +314,63 @@ def test_a_model_served_by_the_popularity_fallback_is_labelled_with_its_user_cou
         and "| knn (+ popularity for 88 users) |" in markdown
     )
     assert "fallback_users" not in str(split_parts(split))
+
+
+def test_sentences_say_when_a_difference_is_below_what_the_users_can_detect():
+    """knn's +0.05 is not significant and below its MDE of 0.08 (0.05 / 0.30 = 16.7% of the
+    baseline's NDCG vs 26.7%); a significant difference gets no MDE clause."""
+    report = data()
+    report = dataclasses.replace(report, comparisons=report.comparisons.assign(mde=0.08))
+
+    knn, random, _ = sentences(report, 10)
+
+    assert knn == (
+        "knn beats popularity on NDCG@10 by 0.0500 [-0.0100, +0.1100] over 100 users "
+        "(Holm-adjusted p = 0.2, not significant); a difference of 0.0500 is below what 100 "
+        "users can detect (MDE 0.0800 at alpha 0.05, power 0.8, 16.7% vs an MDE of 26.7%), "
+        "and covers 20.0% of the catalogue vs 1.0%."
+    )
+    assert "MDE" not in random
+
+
+def test_a_models_own_previous_night_is_a_sentence_of_its_own_not_a_baseline():
+    """Comparisons with baseline <model>@<date> (tonight vs last night) get their own
+    sentence and never stand in for the baseline in the summary's markers."""
+    report = data()
+    previous = {
+        **comparison("knn", -0.02, -0.03, -0.01, 1e-4),
+        "baseline": "knn@2026-11-02",
+        "mde": 0.005,
+    }
+    report = dataclasses.replace(
+        report,
+        comparisons=pd.concat([pd.DataFrame([previous]), report.comparisons.assign(mde=0.08)]),
+    )
+
+    said = sentences(report, 10)
+    summary = {r["model"]: r["cells"] for r in summary_rows(report, 10)}
+
+    assert said[-1] == (
+        "Against its own run of 2026-11-02, knn moved NDCG@10 by -0.0200 [-0.0300, -0.0100] on "
+        "the 100 users both nights evaluated (Holm-adjusted p = 0.0001)."
+    )
+    assert said[2] == "popularity is the baseline: NDCG@10 0.3000, covering 1.0% of the catalogue."
+    assert summary["knn"]["ndcg"]["marker"] == ""  # vs popularity: p = 0.2, not the -0.02
+
+
+def test_the_oracle_is_in_no_figure():
+    """A sanity model scales every comparison figure: the figures leave the oracle out."""
+    report = data()
+    oracle = pd.DataFrame([metric("oracle", "ndcg", 1.0), metric("oracle", "coverage", 0.02)])
+    metrics = pd.concat([report.metrics, oracle.drop(columns="run_date")])
+    config = {"run": {"name": "nightly"}, "models": [{"name": "oracle", "kind": "oracle"}]}
+    report = dataclasses.replace(report, metrics=metrics, run={**report.run, "config": config})
+    captured = []
+    original = plots._trade_off
+    plots._trade_off = lambda at_k, k: captured.append(set(at_k.index)) or original(at_k, k)
+    try:
+        render(report)
+    finally:
+        plots._trade_off = original
+
+    assert captured == [{"popularity", "random", "knn"}]

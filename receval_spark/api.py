@@ -54,6 +54,7 @@ from receval_spark.metrics.compare import (
 from receval_spark.progress import StageClock
 from receval_spark.ranking.pipeline import evaluate as evaluate_ranking
 from receval_spark.ranking.pipeline import read_inputs
+from receval_spark.registry import HEADLINE_METRICS
 from receval_spark.report.render import load_report, write_report
 from receval_spark.results import (
     REPORT_SCHEMAS,
@@ -337,6 +338,56 @@ def _with_previous_date(evaluation: Evaluation, output: str) -> list[ComparisonR
     )
     differences = previous_date_differences(evaluation.per_user, previous, date=date)
     return holm_adjusted(comparisons + comparison_rows(differences))
+
+
+def run_summary(evaluation: Evaluation, commit: Commit) -> dict[str, Any]:
+    """What a scheduler reads of a finished run (``--summary-json``): identity, status, stage
+    seconds, the headline metrics and comparisons (segment all), checks, alerts, warnings."""
+    outcome = evaluation.outcome
+    session = evaluation.protocol == "session"
+    headline = [
+        {
+            "model": r.model,
+            "metric": r.metric,
+            "k": r.k,
+            "protocol": r.protocol,
+            "value": r.value,
+            "ci_low": r.ci_low,
+            "ci_high": r.ci_high,
+        }
+        for r in outcome.metrics
+        if r.segment == "all" and (session or r.metric in HEADLINE_METRICS)
+    ]
+    comparisons = [
+        {
+            "model": c.model,
+            "baseline": c.baseline,
+            "metric": c.metric,
+            "k": c.k,
+            "protocol": c.protocol,
+            "mean_diff": c.mean_diff,
+            "ci_low": c.ci_low,
+            "ci_high": c.ci_high,
+            "p_holm": c.p_holm,
+        }
+        for c in outcome.comparisons
+        if c.segment == "all" and c.metric in HEADLINE_METRICS
+    ]
+    return {
+        "run_id": commit.run_id,
+        "run_name": evaluation.config.run.name,
+        "run_date": commit.run_date.isoformat(),
+        "protocol": evaluation.protocol,
+        "run_status": commit.status,
+        "output": commit.output,
+        "units_evaluated": outcome.n_users_evaluated,
+        "stage_seconds": {**evaluation.stage_seconds, "write": commit.seconds},
+        "metrics": headline,
+        "comparisons": comparisons,
+        "checks": [dataclasses.asdict(c) for c in evaluation.checks],
+        "alerts": commit.alerts,
+        "warnings": evaluation.warnings,
+    }
 
 
 def read_reports(

@@ -9,7 +9,6 @@ record is written first, with the failure stated); 3 a regression alert fired
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as dt
 import json
 import logging
@@ -26,7 +25,7 @@ from receval_spark.config import JobConfig, SessionJobConfig
 from receval_spark.config_files import load_config
 from receval_spark.errors import ConfigError, SetupError, UserError, first_line
 from receval_spark.progress import LOGGER
-from receval_spark.registry import definitions
+from receval_spark.registry import HEADLINE_METRICS, definitions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -34,7 +33,6 @@ if TYPE_CHECKING:
     from receval_spark.api import Commit, Evaluation
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_REGRESSED = 0, 1, 2, 3
-HEADLINE_METRICS = ("ndcg", "map", "recall", "precision", "mrr", "rmse", "mae")
 
 
 def _set_verbose(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -177,7 +175,7 @@ def _run(
             evaluate(spark, config, keep_cached=True) as evaluation,
         ):
             commit = write_reports(evaluation)
-        _render(spark, config.output.path, commit.run_date)
+        _track(evaluation, commit, _render(spark, config.output.path, commit.run_date))
     finally:
         if owns_session:
             spark.stop()
@@ -208,7 +206,7 @@ def _quiet_failures() -> Iterator[None]:
             logger.setLevel(level)
 
 
-def _render(spark: SparkSession, output_path: str, run_date: dt.date) -> None:
+def _render(spark: SparkSession, output_path: str, run_date: dt.date) -> Path | None:
     """Render the human report of the committed run into ``output.path/report/DATE/``; for an
     output on another filesystem, say how to render it locally from there."""
     from receval_spark.api import render_report
@@ -220,8 +218,25 @@ def _render(spark: SparkSession, output_path: str, run_date: dt.date) -> None:
             f"with: receval report --reports {output_path} --date {run_date} --out report.html",
             err=True,
         )
+        return None
+    page = render_report(spark, output_path, date=run_date.isoformat())
+    click.echo(f"report: {page}")
+    return page
+
+
+def _track(evaluation: Evaluation, commit: Commit, report: Path | None) -> None:
+    """Log the run to MLflow when ``tracking.mlflow`` is configured; a tracking failure is a
+    warning (the reports are committed, the exit status stays the run's)."""
+    if evaluation.config.tracking.mlflow is None:
         return
-    click.echo(f"report: {render_report(spark, output_path, date=run_date.isoformat())}")
+    from receval_spark.tracking import log_run
+
+    try:
+        run_id = log_run(evaluation, commit, report=report)
+    except Exception as exc:  # MLflow's errors (unreachable server, permissions) vary
+        click.echo(f"warning: tracking.mlflow: {type(exc).__name__}: {first_line(exc)}", err=True)
+        return
+    click.echo(f"mlflow run: {run_id}")
 
 
 def _finish(evaluation: Evaluation, commit: Commit) -> int:
@@ -235,60 +250,12 @@ def _finish(evaluation: Evaluation, commit: Commit) -> int:
     alerts = commit.alerts
     for alert in alerts:
         click.echo(f"alert: {alert}", err=True)
+    from receval_spark.api import run_summary
+
     click.get_current_context().ensure_object(dict)["summary"] = run_summary(evaluation, commit)
     if failed:
         return EXIT_FAILURE
     return evaluation.config.evaluation.alerts_exit_code if alerts else EXIT_OK
-
-
-def run_summary(evaluation: Evaluation, commit: Commit) -> dict[str, Any]:
-    """What a scheduler reads of a finished run (``--summary-json``): identity, status, stage
-    seconds, the headline metrics and comparisons (segment all), checks, alerts, warnings."""
-    outcome = evaluation.outcome
-    session = evaluation.protocol == "session"
-    headline = [
-        {
-            "model": r.model,
-            "metric": r.metric,
-            "k": r.k,
-            "protocol": r.protocol,
-            "value": r.value,
-            "ci_low": r.ci_low,
-            "ci_high": r.ci_high,
-        }
-        for r in outcome.metrics
-        if r.segment == "all" and (session or r.metric in HEADLINE_METRICS)
-    ]
-    comparisons = [
-        {
-            "model": c.model,
-            "baseline": c.baseline,
-            "metric": c.metric,
-            "k": c.k,
-            "protocol": c.protocol,
-            "mean_diff": c.mean_diff,
-            "ci_low": c.ci_low,
-            "ci_high": c.ci_high,
-            "p_holm": c.p_holm,
-        }
-        for c in outcome.comparisons
-        if c.segment == "all" and c.metric in HEADLINE_METRICS
-    ]
-    return {
-        "run_id": commit.run_id,
-        "run_name": evaluation.config.run.name,
-        "run_date": commit.run_date.isoformat(),
-        "protocol": evaluation.protocol,
-        "run_status": commit.status,
-        "output": commit.output,
-        "units_evaluated": outcome.n_users_evaluated,
-        "stage_seconds": {**evaluation.stage_seconds, "write": commit.seconds},
-        "metrics": headline,
-        "comparisons": comparisons,
-        "checks": [dataclasses.asdict(c) for c in evaluation.checks],
-        "alerts": commit.alerts,
-        "warnings": evaluation.warnings,
-    }
 
 
 @cli.command()

@@ -6,6 +6,7 @@ No Spark import here: a configuration is checked completely before a session sta
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import itertools
 import math
 import re
@@ -56,6 +57,28 @@ class CatalogConfig(_Strict):
 
     database: str = "receval"
     prefix: str = ""
+
+
+class MlflowConfig(_Strict):
+    """Log each evaluation run as an MLflow run: the config as params, the headline metrics at
+    each k as metrics, the summary, the metrics table and the human report as artifacts.
+    ``tracking_uri``: the tracking server or store (default: MLflow's own, MLFLOW_TRACKING_URI)."""
+
+    tracking_uri: str | None = None
+    experiment: str = "receval"
+
+    @model_validator(mode="after")
+    def _installed(self) -> MlflowConfig:
+        if importlib.util.find_spec("mlflow") is None:
+            raise ValueError(
+                "tracking.mlflow needs MLflow: pip install 'receval_spark[mlflow]' "
+                "(or remove tracking.mlflow)"
+            )
+        return self
+
+
+class TrackingConfig(_Strict):
+    mlflow: MlflowConfig | None = None
 
 
 class OutputConfig(_Strict):
@@ -522,6 +545,7 @@ class JobConfig(_Strict):
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
     task: Literal["ranking", "rating_prediction"] = "ranking"
     models: list[ModelConfig]
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
 
     @model_validator(mode="before")
     @classmethod
@@ -825,6 +849,7 @@ class SessionJobConfig(_Strict):
     preprocessing: SessionPreprocessing = Field(default_factory=SessionPreprocessing)
     evaluation: SessionEvaluation = Field(default_factory=SessionEvaluation)
     models: list[SessionModelConfig]
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
 
     @model_validator(mode="after")
     def _consistent(self) -> SessionJobConfig:

@@ -225,6 +225,9 @@ METRICS: tuple[Metric, ...] = (
     ),
 )
 
+# what the command line prints and --summary-json and MLflow carry first
+HEADLINE_METRICS = ("ndcg", "map", "recall", "precision", "mrr", "rmse", "mae")
+
 _RANKING = MappingProxyType({m.name: m for m in METRICS if m.family != "session"})
 _SESSION = MappingProxyType({m.name: m for m in METRICS if m.family == "session"})
 

@@ -103,7 +103,7 @@ def _classic_context(spark: SparkSession) -> Any:
     """The SparkContext of a classic session; None over Spark Connect (no SparkContext)."""
     if type(spark).__module__.startswith("pyspark.sql.connect"):
         return None
-    return spark.sparkContext
+    return spark.sparkContext  # connect-ok: guarded above (classic sessions only)
 
 
 def _number(value: Any) -> str:

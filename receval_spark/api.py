@@ -355,7 +355,7 @@ def run_summary(evaluation: Evaluation, commit: Commit) -> dict[str, Any]:
             "ci_low": r.ci_low,
             "ci_high": r.ci_high,
         }
-        for r in outcome.metrics
+        for r in sorted(outcome.metrics, key=lambda r: (r.model, r.metric, r.k or 0, r.protocol))
         if r.segment == "all" and (session or r.metric in HEADLINE_METRICS)
     ]
     comparisons = [
@@ -369,8 +369,10 @@ def run_summary(evaluation: Evaluation, commit: Commit) -> dict[str, Any]:
             "ci_low": c.ci_low,
             "ci_high": c.ci_high,
             "p_holm": c.p_holm,
+            "effect_size": c.effect_size,
+            "mde": c.mde,
         }
-        for c in outcome.comparisons
+        for c in sorted(commit.comparisons, key=lambda c: (c.model, c.baseline, c.metric, c.k or 0))
         if c.segment == "all" and c.metric in HEADLINE_METRICS
     ]
     return {
@@ -381,7 +383,10 @@ def run_summary(evaluation: Evaluation, commit: Commit) -> dict[str, Any]:
         "run_status": commit.status,
         "output": commit.output,
         "units_evaluated": outcome.n_users_evaluated,
-        "stage_seconds": {**evaluation.stage_seconds, "write": commit.seconds},
+        "stage_seconds": {
+            stage: round(seconds, 3)
+            for stage, seconds in {**evaluation.stage_seconds, "write": commit.seconds}.items()
+        },
         "metrics": headline,
         "comparisons": comparisons,
         "checks": [dataclasses.asdict(c) for c in evaluation.checks],

@@ -292,7 +292,7 @@ def evaluate(config_path: str, overrides: tuple[str, ...], remote: str | None) -
             )
     headline = [
         c
-        for c in outcome.comparisons
+        for c in commit.comparisons
         if c.segment == "all" and c.metric in HEADLINE_METRICS and c.protocol == "full"
     ]
     for c in sorted(headline, key=lambda c: (c.model, c.metric, c.k or 0)):

@@ -26,10 +26,12 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
 # A checkpoint keeps rows, not the cache's compressed column batches: deserialized, a row of the
-# log takes ~100 bytes of heap (20M rows: 2 GB); serialized, it is its UnsafeRow bytes, and a
-# block that does not fit in memory is read back from disk as a stream (benchmarks/README.md,
-# driver memory). PySpark's MEMORY_AND_DISK is the JVM's MEMORY_AND_DISK_SER.
-SERIALIZED = StorageLevel.MEMORY_AND_DISK
+# log takes ~100 bytes of heap (20M rows: 2 GB). In a local session the executors share the
+# driver's heap, so the checkpoints go to local disk (serialized rows; the OS page cache keeps the
+# hot ones, outside the heap) and the heap is left to execution: with 1 GB the 20M-row full suite
+# completes, where serialized blocks in memory ran out of heap unrolling one (benchmarks/README.md,
+# driver memory); on ml-100k both measure the same (58.8-63.9 s).
+CHECKPOINT_LEVEL = StorageLevel.DISK_ONLY
 
 
 class CachedTables:
@@ -57,15 +59,15 @@ _ACTIVE: ContextVar[CachedTables | None] = ContextVar("receval_cached_tables", d
 
 
 def persist(df: DataFrame) -> DataFrame:
-    """``df`` materialised once for the plans that read it: in a local session an eager,
-    serialized ``localCheckpoint`` (module doc), elsewhere ``df.persist()`` (MEMORY_AND_DISK),
+    """``df`` materialised once for the plans that read it: in a local session an eager
+    ``localCheckpoint`` on local disk (module doc), elsewhere ``df.persist()`` (MEMORY_AND_DISK),
     recorded in the active :func:`tracking_cache` scope (outside one it simply stays persisted).
 
     Spark keeps one cache entry per plan: when an equal plan is cached already (another
     evaluation in the session, or the caller's own ``cache()``), that entry is used as it is
     and not recorded, so releasing this scope never drops data another owner still holds."""
     if cuts_lineage(df):
-        return df.localCheckpoint(eager=True, storageLevel=SERIALIZED)
+        return df.localCheckpoint(eager=True, storageLevel=CHECKPOINT_LEVEL)
     tables = _ACTIVE.get()
     if tables is None or _is_cached(df):
         return df.persist()

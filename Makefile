@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-all setup lint bench
+.PHONY: demo test test-all setup lint bench docs
 SCALE ?= small
 # two pytest workers, each running whole modules or groups of them (tests/conftest.py:
 # SHARED_GROUPS), in the order conftest gives; XDIST= runs the tests in this process
@@ -32,10 +32,15 @@ test: setup
 
 # everything, as .ci/run: also the real-data parity (../shared/data), the demo as users run it,
 # the standalone cluster, Spark Connect, the browser, the notebook and the fault tests
-test-all: setup
+test-all: setup docs
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest $(XDIST)
+
+# the documentation site (docs/, mkdocs.yml; its reference pages generated from the code),
+# warnings as errors, into ./site
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 
 # side by side with Spark ML, Microsoft Recommenders and a numpy floor (benchmarks/README.md)
 bench: setup

@@ -1,0 +1,203 @@
+"""The documentation's reference pages, generated from the code (docs/hooks.py builds them
+into the site): every configuration key from the config schema, every metric from the
+registry. Pure Python: no Spark."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import types
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+import annotated_types
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from receval_spark import registry
+from receval_spark.config import JobConfig, SessionJobConfig
+
+Row = tuple[str, str, str]  # key, type, default
+
+
+def configuration_page() -> str:
+    """Markdown: one table per section of each job's configuration (key, type, default) under
+    the section's own description; a section per variant where a key takes one of several
+    shapes (split methods, model kinds, data sources)."""
+    out = [
+        "# Configuration reference",
+        "",
+        "Generated from the configuration schema (`receval_spark.config`) when the site is "
+        "built, so it lists exactly the keys the job accepts. A YAML file, `--set KEY=VALUE` "
+        "and the Python API's mapping take the same keys; an unknown key is an error.",
+        "",
+    ]
+    for title, schema in (
+        ("Ranking job (`receval evaluate`, `evaluate`)", JobConfig),
+        ("Session job (`receval sessions`, `evaluate_sessions`)", SessionJobConfig),
+    ):
+        out += [f"## {title}", ""]
+        for heading, doc, rows in sections(schema):
+            out += [f"### {heading}", ""]
+            if doc:
+                out += [doc, ""]
+            if rows:
+                out += ["| key | type | default |", "|---|---|---|"]
+                out += [f"| `{k}` | {t} | {d} |" for k, t, d in rows]
+                out.append("")
+    return "\n".join(out)
+
+
+def sections(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, str, list[Row]]]:
+    """(heading, the model's docstring, its scalar keys) for ``model`` and, depth first, every
+    model a key of it holds."""
+    rows: list[Row] = []
+    nested: list[tuple[str, type[BaseModel]]] = []
+    for name, field in model.model_fields.items():
+        key = f"{prefix}{name}"
+        shapes = _models(field.annotation)
+        if shapes:
+            many = _is_list(field.annotation)
+            for shape in shapes:
+                label = f"{key}[]" if many else key
+                nested.append((f"{label} ({_variant(shape)})" if len(shapes) > 1 else label, shape))
+            continue
+        kind = type_text(field.annotation) + _constraints(field.metadata)
+        rows.append((key, kind, _default(field)))
+    yield (f"`{prefix.rstrip('.')}`" if prefix else "top level"), _doc(model), rows
+    for label, shape in nested:
+        yield from sections_under(shape, label, f"{label.split(' ')[0]}.")
+
+
+def sections_under(
+    model: type[BaseModel], label: str, prefix: str
+) -> Iterator[tuple[str, str, list[Row]]]:
+    for i, (heading, doc, rows) in enumerate(sections(model, prefix)):
+        yield (f"`{label}`" if i == 0 else heading), doc, rows
+
+
+def type_text(annotation: Any) -> str:
+    """A readable type: literals as their values, unions with "or", constraints as ranges."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if annotation is type(None):
+        return "null"
+    if origin is Literal:
+        return ", ".join(f"`{a}`" for a in args)
+    if origin in (Union, types.UnionType):
+        return " or ".join(type_text(a) for a in args)
+    if origin is list:
+        return f"list of {type_text(args[0])}"
+    if origin is dict:
+        return f"map of {type_text(args[0])} to {type_text(args[1])}"
+    if origin is Annotated:
+        return type_text(args[0]) + _constraints(args[1:])
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def metrics_page() -> str:
+    """Markdown: every metric of the registry with its definition and properties."""
+    out = [
+        "# Metric reference",
+        "",
+        "Generated from the metric registry (`receval_spark/registry.py`) when the site is "
+        "built: the one definition every part of the job reads (intervals, alerts, reports).",
+        "",
+    ]
+    for family, title in (
+        ("accuracy", "Accuracy (per evaluated user at k, then the macro average)"),
+        ("beyond", "Beyond accuracy"),
+        ("rating", "Rating prediction (`task: rating_prediction` only)"),
+        ("session", "Session protocol (per prediction event)"),
+    ):
+        out += [f"## {title}", ""]
+        out += [
+            "| metric | definition | range | better | per k | interval | Spark MLlib |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for m in registry.family(family):  # type: ignore[arg-type]
+            peer = "defines it too (`definitions: spark_mllib`)" if m.peer_defined else "no"
+            out.append(
+                f"| `{m.name}` | {m.formula.replace('|', '&#124;')} | {_range(m.bounds)} | "
+                f"{'larger' if m.larger_is_better else 'smaller'} | "
+                f"{'yes' if m.has_k else 'no'} | {_interval(m)} | "
+                f"{peer} |"
+            )
+        out.append("")
+    return "\n".join(out)
+
+
+def _models(annotation: Any) -> list[type[BaseModel]]:
+    """The config models a key holds (through None, lists and unions), in declaration order."""
+    if inspect.isclass(annotation) and issubclass(annotation, BaseModel):
+        return [annotation]
+    if get_origin(annotation) is Annotated:
+        return _models(get_args(annotation)[0])
+    found = [m for a in get_args(annotation) for m in _models(a)]
+    return found if get_origin(annotation) in (Union, types.UnionType, list) else []
+
+
+def _is_list(annotation: Any) -> bool:
+    if get_origin(annotation) is list:
+        return True
+    return any(_is_list(a) for a in get_args(annotation) if get_origin(annotation) is not list)
+
+
+def _variant(model: type[BaseModel]) -> str:
+    """``kind: als`` / ``method: leave_last_n`` from the model's discriminating literal."""
+    for name, field in model.model_fields.items():
+        if get_origin(field.annotation) is Literal and len(get_args(field.annotation)) == 1:
+            return f"{name}: {get_args(field.annotation)[0]}"
+    return model.__name__
+
+
+def _default(field: Any) -> str:
+    if field.default_factory is not None:
+        value = field.default_factory()
+    elif field.default is PydanticUndefined:
+        return "required"
+    else:
+        value = field.default
+    if isinstance(value, BaseModel):
+        return "its section's defaults"
+    try:
+        return f"`{json.dumps(value)}`"
+    except TypeError:
+        return f"`{value}`"
+
+
+def _constraints(metadata: tuple[Any, ...] | list[Any]) -> str:
+    """The range an Annotated type's constraints allow: " (≥ 1, ≤ 1000)"."""
+    bounds = []
+    for item in metadata:
+        for kind, attribute, sign in (
+            (annotated_types.Ge, "ge", "≥"),
+            (annotated_types.Gt, "gt", ">"),
+            (annotated_types.Le, "le", "≤"),
+            (annotated_types.Lt, "lt", "<"),
+        ):
+            if isinstance(item, kind):
+                bounds.append(f"{sign} {getattr(item, attribute)}")
+        inner = getattr(item, "metadata", None)  # a pydantic Field(ge=...) holds its own
+        if inner:
+            bounds.append(_constraints(inner).strip(" ()"))
+    text = ", ".join(b for b in bounds if b)
+    return f" ({text})" if text else ""
+
+
+def _doc(model: type[BaseModel]) -> str:
+    doc = model.__doc__ or ""  # its own, not an inherited one
+    return " ".join(inspect.cleandoc(doc).split("\n\n")[0].split())
+
+
+def _range(bounds: tuple[float, float]) -> str:
+    low, high = (("∞" if math.isinf(b) else f"{b:g}") for b in bounds)
+    return f"[{low}, {high}]"
+
+
+def _interval(m: registry.Metric) -> str:
+    if m.binary:
+        return "Wilson"
+    if m.bootstrapped:
+        return "bootstrap (Poisson, over users)"
+    return "t" if m.scope == "user" else "none"

@@ -35,20 +35,15 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_REGRESSED = 0, 1, 2, 3
 
 
-def _set_verbose(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-    """Record ``--verbose`` in the options dict that ``main`` reads when a command fails."""
-    if value:
-        ctx.ensure_object(dict)["verbose"] = True
+def _remember(key: str) -> Callable[[click.Context, click.Parameter, object], None]:
+    """An eager option's callback: record its value under ``key`` in the options dict that
+    ``main`` reads after the command (also when it fails)."""
 
+    def callback(ctx: click.Context, _param: click.Parameter, value: object) -> None:
+        if value:
+            ctx.ensure_object(dict)[key] = value
 
-def _set_quiet(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-    if value:
-        ctx.ensure_object(dict)["quiet"] = True
-
-
-def _set_summary(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
-    if value:
-        ctx.ensure_object(dict)["summary_json"] = value
+    return callback
 
 
 # Accepted before the command (receval -v evaluate ...) and after it (spark-submit
@@ -59,7 +54,7 @@ VERBOSE_OPTION = click.option(
     is_flag=True,
     is_eager=True,
     expose_value=False,
-    callback=_set_verbose,
+    callback=_remember("verbose"),
     help="On a failure, also print the Python (and Java) stack traces.",
 )
 QUIET_OPTION = click.option(
@@ -68,14 +63,14 @@ QUIET_OPTION = click.option(
     is_flag=True,
     is_eager=True,
     expose_value=False,
-    callback=_set_quiet,
+    callback=_remember("quiet"),
     help="Do not print a progress line as each stage starts and ends.",
 )
 SUMMARY_OPTION = click.option(
     "--summary-json",
     is_eager=True,
     expose_value=False,
-    callback=_set_summary,
+    callback=_remember("summary_json"),
     metavar="FILE",
     help="Also write the outcome as JSON to this local file (status, exit status, stage "
     "seconds, headline metrics, checks, alerts), whether the run succeeds or fails.",

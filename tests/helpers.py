@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("RECEVAL_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -134,6 +135,41 @@ def crafted_job_config(
         },
         "models": models,
     }
+
+
+@dataclass
+class Nights:
+    """A nightly job on the crafted log: popularity and an external model ``ext`` whose
+    recommendations are a new file each night (as a nightly export), run through the CLI."""
+
+    spark: Any
+    raw: dict[str, Any]
+    folder: Path
+
+    @classmethod
+    def crafted(cls, spark: Any, tmp: Path) -> Nights:
+        raw = crafted_job_config(
+            tmp,
+            crafted_log(reconsumed=False),
+            [
+                {"name": "popularity", "kind": "popularity"},
+                {"name": "ext", "kind": "external", "path": str(tmp / "recs.parquet")},
+            ],
+        )
+        return cls(spark, raw, tmp)
+
+    def run(self, date: str, recommendations: pd.DataFrame, *args: str) -> int:
+        """The job for ``date`` with ``ext``'s lists ``recommendations``; its exit status."""
+        from receval_spark.cli import main
+
+        night = self.folder / f"recs-{date}.parquet"
+        recommendations.to_parquet(night, index=False)
+        self.raw["models"][1]["path"] = str(night)
+        self.raw["run"]["date"] = date
+        path = self.folder / "job.yaml"
+        path.write_text(yaml.safe_dump(self.raw), encoding="utf-8")
+        with kept_sql_conf(self.spark):
+            return main(["evaluate", "--config", str(path), *args])
 
 
 def diginetica_clicks(path: Path | str) -> dict:

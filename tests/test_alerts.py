@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
-import yaml
-from helpers import ReportRoot, crafted_job_config, crafted_log, kept_sql_conf
+from helpers import Nights, ReportRoot
 
 from receval_spark import read_reports
 from receval_spark.alerts import regressions
@@ -84,28 +81,12 @@ def test_three_nightly_runs_with_a_drop_on_the_third(
     bad = pd.DataFrame(
         [(u, 200, 1.0) for u in range(1, 5)], columns=["user_id", "item_id", "score"]
     )
-    recs = tmp_path / "recs-{date}.parquet"  # a new file each night, as a nightly export
-    raw = crafted_job_config(
-        tmp_path,
-        crafted_log(reconsumed=False),
-        [
-            {"name": "popularity", "kind": "popularity"},
-            {"name": "ext", "kind": "external", "path": str(recs)},
-        ],
-    )
+    nights = Nights.crafted(spark, tmp_path)
+    raw = nights.raw
     raw["output"]["path"] = report_root.uri
     raw["evaluation"]["alerts"] = [{"metric": "ndcg", "k": 2, "max_relative_drop": 0.05}]
     raw["evaluation"].update(metrics=["ndcg", "precision", "coverage"], bootstrap_samples=0)
-    path = tmp_path / "job.yaml"
-
-    def nightly(date: str, recommendations: pd.DataFrame) -> int:
-        night = Path(str(recs).format(date=date))
-        recommendations.to_parquet(night, index=False)
-        raw["models"][1]["path"] = str(night)
-        raw["run"]["date"] = date
-        path.write_text(yaml.safe_dump(raw), encoding="utf-8")
-        with kept_sql_conf(spark):
-            return main(["evaluate", "--config", str(path)])
+    nightly = nights.run
 
     assert nightly("2026-11-01", good) == 0
     assert nightly("2026-11-02", good) == 0

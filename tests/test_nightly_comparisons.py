@@ -4,16 +4,13 @@ fires only when that paired comparison is significant after Holm."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
-import yaml
-from helpers import crafted_job_config, crafted_log, kept_sql_conf
+from helpers import Nights
 
 from receval_spark import read_reports
 from receval_spark.alerts import regressions
-from receval_spark.cli import EXIT_REGRESSED, main
+from receval_spark.cli import EXIT_REGRESSED
 from receval_spark.config import AlertRule
 from receval_spark.metrics.compare import (
     comparison_rows,
@@ -89,30 +86,16 @@ def test_three_nights_compare_each_model_with_its_previous_night(spark, tmp_path
         [(u, 100 + u, 1.0) for u in range(1, 7)], columns=["user_id", "item_id", "score"]
     )
     worse = good.assign(item_id=[200, 200, 103, 104, 105, 106])  # users 1, 2 lose their hit
-    recs = tmp_path / "recs-{date}.parquet"
-    raw = crafted_job_config(
-        tmp_path,
-        crafted_log(reconsumed=False),
-        [
-            {"name": "popularity", "kind": "popularity"},
-            {"name": "ext", "kind": "external", "path": str(recs)},
-        ],
-    )
+    nights = Nights.crafted(spark, tmp_path)
+    raw = nights.raw
     raw["output"]["per_user"] = True
     raw["evaluation"]["alerts"] = [
         {"metric": "ndcg", "k": 2, "max_relative_drop": 0.05},
         {"metric": "ndcg", "k": 2, "max_relative_drop": 0.05, "significance": 0.05},
     ]
-    path = tmp_path / "job.yaml"
 
     def nightly(date: str, recommendations: pd.DataFrame) -> int:
-        night = Path(str(recs).format(date=date))
-        recommendations.to_parquet(night, index=False)
-        raw["models"][1]["path"] = str(night)
-        raw["run"]["date"] = date
-        path.write_text(yaml.safe_dump(raw), encoding="utf-8")
-        with kept_sql_conf(spark):
-            return main(["evaluate", "--config", str(path), "--quiet"])
+        return nights.run(date, recommendations, "--quiet")
 
     assert nightly("2026-11-01", good) == 0
     assert nightly(PREVIOUS, good) == 0

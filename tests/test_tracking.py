@@ -16,20 +16,25 @@ from receval_spark.cli import main
 from receval_spark.tracking import flat, metric_key
 
 
+def tracked_job(spark, tmp_path, mlflow_settings: dict) -> int:
+    """The crafted job with popularity and ``tracking.mlflow``, through the CLI; exit status."""
+    raw = crafted_job_config(
+        tmp_path, crafted_log(reconsumed=False), [{"name": "popularity", "kind": "popularity"}]
+    )
+    raw["tracking"] = {"mlflow": mlflow_settings}
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    with kept_sql_conf(spark):
+        return main(["evaluate", "--config", str(path), "--quiet"])
+
+
 def test_a_run_is_logged_with_its_config_metrics_summary_and_report(
     spark, tmp_path, capsys, monkeypatch
 ):
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3: the file store is opt-in
     store = f"file://{tmp_path / 'mlruns'}"
-    raw = crafted_job_config(
-        tmp_path, crafted_log(reconsumed=False), [{"name": "popularity", "kind": "popularity"}]
-    )
-    raw["tracking"] = {"mlflow": {"tracking_uri": store, "experiment": "nightly-evals"}}
-    path = tmp_path / "job.yaml"
-    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
 
-    with kept_sql_conf(spark):
-        status = main(["evaluate", "--config", str(path), "--quiet"])
+    status = tracked_job(spark, tmp_path, {"tracking_uri": store, "experiment": "nightly-evals"})
 
     out = capsys.readouterr().out
     assert status == 0, out
@@ -76,15 +81,7 @@ def test_config_flattens_to_dotted_params_and_metrics_to_keys():
 
 @pytest.mark.parametrize("uri", ["bogus://nowhere"])
 def test_a_tracking_failure_is_a_warning_and_leaves_the_exit_status(spark, tmp_path, capsys, uri):
-    raw = crafted_job_config(
-        tmp_path, crafted_log(reconsumed=False), [{"name": "popularity", "kind": "popularity"}]
-    )
-    raw["tracking"] = {"mlflow": {"tracking_uri": uri}}
-    path = tmp_path / "job.yaml"
-    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
-
-    with kept_sql_conf(spark):
-        status = main(["evaluate", "--config", str(path), "--quiet"])
+    status = tracked_job(spark, tmp_path, {"tracking_uri": uri})
 
     err = capsys.readouterr().err
     assert status == 0, err

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -267,8 +268,10 @@ def test_cli_api_and_spark_submit_write_bit_identical_reports(
         name: spark.read.csv(config["data"][name].pop("path"), header=True, inferSchema=True)
         for name in ("interactions", "items")
     }
+    api = tmp_path / "api"
+    # the same history (DATE_M's per-user rows): each model is compared with its previous date
+    shutil.copytree(demo_runs.after_first, api)
     with kept_sql_conf(spark), rv.evaluate(spark, config, **frames, keep_cached=True) as result:
-        api = tmp_path / "api"
         assert rv.write_reports(result, str(api)).status == "succeeded"
 
     for dataset in ("metrics", "comparisons", "long_tail", "per_user", "runs"):
@@ -278,6 +281,8 @@ def test_cli_api_and_spark_submit_write_bit_identical_reports(
         assert report_rows(spark, api, dataset, DATE_A) == receval, dataset
     models = {row[0] for row in report_rows(spark, api, "metrics", DATE_A)}
     assert models == {"popularity", "random", "oracle"}
+    baselines = {row[1] for row in report_rows(spark, api, "comparisons", DATE_A)}
+    assert baselines == {"popularity", *(f"{m}@{DATE_M}" for m in models)}
 
 
 def test_report_renders_the_demo_run_from_parquet_alone(demo_runs: DemoRuns, tmp_path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import pyspark
 import pytest
 from helpers import (
     DATE_A,
+    DATE_M,
     DEPLOYMENT_SETTINGS,
     REPO,
     VENV_BIN,
@@ -133,10 +135,14 @@ def connect_server(tmp_path_factory, demo_runs: DemoRuns) -> Iterator[ConnectSer
 
 
 @pytest.fixture(scope="module")
-def connect_run(connect_server: ConnectServer, tmp_path_factory):
-    """``receval evaluate`` of the demo for DATE_A as a Connect client; (process, output)."""
+def connect_run(connect_server: ConnectServer, demo_runs: DemoRuns, tmp_path_factory):
+    """``receval evaluate`` of the demo for DATE_A as a Connect client, re-running that date
+    in a copy of the local runs' output (which holds DATE_M's per-user rows, so the client
+    also reads committed reports to compare each model with its previous date);
+    (process, output)."""
     tmp = tmp_path_factory.mktemp("connect-client")
     output = tmp / "reports"
+    shutil.copytree(demo_runs.after_first, output)
     no_spark = tmp / "no-spark-home"
     no_spark.mkdir()
     env = job_env()
@@ -219,6 +225,8 @@ def test_connect_comparisons_and_other_datasets_equal_the_local_run(
         local = _rows(spark, demo_runs.after_first, dataset, columns)
         assert local, dataset
         _assert_equal(local, _rows(spark, output, dataset, columns), dataset)
+    previous = {key[1] for key in _rows(spark, output, "comparisons", keys["comparisons"])}
+    assert f"popularity@{DATE_M}" in previous, previous  # against the previous date's rows
 
 
 def test_connect_run_record(spark, demo_runs: DemoRuns, connect_run) -> None:

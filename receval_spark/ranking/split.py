@@ -85,23 +85,25 @@ def order_statistics(
     """The r-th smallest ``t`` of ``times`` for each rank r (1-based), given a bracket [lo, hi]
     of values that holds it, from one grouping: every distinct ``t`` inside a bracket with its
     count, and the rows outside all brackets counted per number of bracket starts at or below
-    them (negative keys), which gives the rows below each bracket."""
+    them (``gap``), which gives the rows below each bracket."""
     t = F.col("t")
     starts = sorted({lo for lo, _ in brackets})
     inside = functools.reduce(
         lambda a, b: a | b, [t.between(F.lit(lo), F.lit(hi)) for lo, hi in brackets]
     )
-    gap = -1 - functools.reduce(
+    gap = functools.reduce(
         lambda a, b: a + b, [F.when(t >= F.lit(lo), 1).otherwise(0) for lo in starts]
     )
-    counts = times.groupBy(F.when(inside, t).otherwise(gap).cast("long").alias("key")).count()
+    counts = times.groupBy(
+        F.when(inside, t).alias("inner"), F.when(~inside, gap).alias("gap")
+    ).count()
     inner: dict[int, int] = {}
     gaps: dict[int, int] = {}
-    for key, count in counts.collect():
-        if key < 0:
-            gaps[-1 - key] = count
+    for value, outside, count in counts.collect():
+        if outside is None:
+            inner[value] = count
         else:
-            inner[key] = count
+            gaps[outside] = count
     values = sorted(inner)
     answers = []
     for rank, (lo, hi) in zip(ranks, brackets, strict=True):

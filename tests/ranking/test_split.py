@@ -155,6 +155,10 @@ def test_order_statistics_walk_any_bracket_that_holds_the_rank(spark):
     brackets = [(1, 1), (2, 7), (5, 9), (7, 7), (3, 8), (8, 9), (9, 9)]
 
     assert order_statistics(times, ranks, brackets) == [1, 5, 7, 7, 8, 9, 9]
+    # timestamps before 1970 are negative microseconds: the same walk
+    before_1970 = spark.createDataFrame([(v - 100,) for v in values], "t long")
+    shifted = [(lo - 100, hi - 100) for lo, hi in brackets]
+    assert order_statistics(before_1970, ranks, shifted) == [-99, -95, -93, -93, -92, -91, -91]
 
 
 def test_split_interactions_resolves_quantiles_and_records_them(spark):

@@ -8,7 +8,7 @@ import pandas as pd
 
 from receval_spark.config import AlertRule
 from receval_spark.registry import definitions
-from receval_spark.results import ComparisonRow, MetricRow
+from receval_spark.results import ComparisonRow, MetricRow, against_own_previous_date
 
 
 def regressions(
@@ -84,7 +84,7 @@ def _against_previous_date(
     for c in comparisons:
         if (
             c.model == model
-            and c.baseline.startswith(f"{model}@")
+            and against_own_previous_date(model, c.baseline)
             and (c.protocol, c.segment, c.metric, c.k)
             == (protocol, rule.segment, rule.metric, rule.k)
         ):

@@ -78,6 +78,15 @@ class ComparisonRow:
     mde: float | None = None
 
 
+# a comparison of a model with its own previous run date has the baseline "<model>@<date>"
+PREVIOUS_DATE_MARK = "@"
+
+
+def against_own_previous_date(model: str, baseline: str) -> bool:
+    """Whether a comparison's baseline is the model's own values of an earlier run date."""
+    return baseline.startswith(f"{model}{PREVIOUS_DATE_MARK}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class OffPolicyRow:
     """One off-policy estimate of a model's mean reward per logged impression (estimator ips,

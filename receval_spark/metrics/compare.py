@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from receval_spark.columns import USER
 from receval_spark.metrics.aggregate import exact_mean, exact_std
-from receval_spark.results import ComparisonRow
+from receval_spark.results import PREVIOUS_DATE_MARK, ComparisonRow
 from receval_spark.stats import (
     SignedRanks,
     cohens_dz,
@@ -138,7 +138,7 @@ def previous_date_differences(tonight: DataFrame, previous: DataFrame, *, date: 
     matched = [tonight[c].eqNullSafe(before[c]) for c in keys]
     return tonight.join(before, on=matched).select(
         tonight["model"],
-        F.concat(tonight["model"], F.lit(f"@{date}")).alias("baseline"),
+        F.concat(tonight["model"], F.lit(f"{PREVIOUS_DATE_MARK}{date}")).alias("baseline"),
         *[tonight[c] for c in (*COMPARISON_KEYS, USER)],
         (tonight["value"] - F.col("_before")).alias("diff"),
     )

@@ -20,7 +20,11 @@ from receval_spark.errors import InputError
 from receval_spark.io import committed_runs, read_committed, read_log, report_root
 from receval_spark.registry import SESSION_PROTOCOL
 from receval_spark.report import plots
-from receval_spark.results import REPORT_SCHEMAS
+from receval_spark.results import (
+    PREVIOUS_DATE_MARK,
+    REPORT_SCHEMAS,
+    against_own_previous_date,
+)
 
 HEADLINE = ("ndcg", "precision", "recall", "map", "mrr", "coverage", "novelty")
 RATING_HEADLINE = ("rmse", "mae", "mse")  # task rating_prediction: no cut-off
@@ -222,7 +226,7 @@ def against_previous_date(comparisons: pd.DataFrame) -> pd.DataFrame:
 
 def _own_previous(comparisons: pd.DataFrame) -> pd.Series:
     pairs = zip(comparisons["model"], comparisons["baseline"], strict=True)
-    own = [baseline.startswith(f"{model}@") for model, baseline in pairs]
+    own = [against_own_previous_date(model, baseline) for model, baseline in pairs]
     return pd.Series(own, index=comparisons.index, dtype=bool)
 
 
@@ -310,7 +314,7 @@ def sentences(data: ReportData, k: int) -> list[str]:
         out.append(text + ".")
     for r in against_previous_date(ndcg).sort_values("model").itertuples():
         significant = pd.notna(r.p_holm) and r.p_holm < SIGNIFICANCE
-        before = r.baseline.split("@", 1)[1]
+        before = r.baseline.removeprefix(f"{r.model}{PREVIOUS_DATE_MARK}")
         value = ndcg_values.get(r.model)
         reference = None if value is None else value - r.mean_diff  # the users' mean before
         out.append(

@@ -86,13 +86,10 @@ def cli() -> None:
     """Offline evaluation of recommender systems on Spark."""
 
 
-def _verbose() -> bool:
-    """Whether ``--verbose`` was given, before or after the command."""
-    return bool(click.get_current_context().ensure_object(dict).get("verbose"))
-
-
-def _quiet() -> bool:
-    return bool(click.get_current_context().ensure_object(dict).get("quiet"))
+def _given(key: str) -> bool:
+    """Whether the eager option recorded under ``key`` (verbose, quiet) was given, before or
+    after the command."""
+    return bool(click.get_current_context().ensure_object(dict).get(key))
 
 
 class _EchoHandler(logging.Handler):
@@ -165,7 +162,7 @@ def _run(
         refuse_if_held(spark, config.output.path, lease_seconds=config.output.lease_seconds)
         quieted = contextlib.nullcontext() if verbose else _quiet_failures()
         with (
-            _progress_lines(_quiet()),
+            _progress_lines(_given("quiet")),
             quieted,
             evaluate(spark, config, keep_cached=True) as evaluation,
         ):
@@ -265,7 +262,7 @@ def evaluate(config_path: str, overrides: tuple[str, ...], remote: str | None) -
     config = load_config(config_path, _with_remote(overrides, remote))
     from receval_spark.api import evaluate as evaluate_ranking
 
-    evaluation, commit = _run(config, evaluate_ranking, verbose=_verbose())
+    evaluation, commit = _run(config, evaluate_ranking, verbose=_given("verbose"))
     outcome = evaluation.outcome
     click.echo(
         f"run {commit.run_id} ({commit.run_date}): {outcome.n_users_evaluated} users "
@@ -320,7 +317,7 @@ def sessions(config_path: str, overrides: tuple[str, ...], remote: str | None) -
     config = load_config(config_path, _with_remote(overrides, remote), schema=SessionJobConfig)
     from receval_spark.api import evaluate_sessions
 
-    evaluation, commit = _run(config, evaluate_sessions, verbose=_verbose())
+    evaluation, commit = _run(config, evaluate_sessions, verbose=_given("verbose"))
     outcome = evaluation.outcome
     click.echo(
         f"run {commit.run_id} ({commit.run_date}): {outcome.n_users_evaluated} prediction "
@@ -377,7 +374,7 @@ def report(
         settings[key] = value
     spark_config = SparkConfig(master="local[1]", remote=remote, conf=settings)
     owns_session = SparkSession.getActiveSession() is None
-    spark = build_session(spark_config, app_name="receval:report", quiet=not _verbose())
+    spark = build_session(spark_config, app_name="receval:report", quiet=not _given("verbose"))
     try:
         target = render_report(spark, reports, date=date, out=out)
     finally:

@@ -138,9 +138,8 @@ def _models(annotation: Any) -> list[type[BaseModel]]:
 
 
 def _is_list(annotation: Any) -> bool:
-    if get_origin(annotation) is list:
-        return True
-    return any(_is_list(a) for a in get_args(annotation) if get_origin(annotation) is not list)
+    """Whether a key holds a list (through None and unions)."""
+    return get_origin(annotation) is list or any(_is_list(a) for a in get_args(annotation))
 
 
 def _variant(model: type[BaseModel]) -> str:

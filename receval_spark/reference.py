@@ -95,36 +95,112 @@ def type_text(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation))
 
 
+FAMILIES: tuple[tuple[registry.Family, str], ...] = (
+    ("accuracy", "Accuracy (per evaluated user at k, then the macro average)"),
+    ("beyond", "Beyond accuracy"),
+    ("rating", "Rating prediction (`task: rating_prediction` only)"),
+    ("session", "Session protocol (per prediction event)"),
+)
+
+# what differs before any formula: whom a tool averages over, which lists it scores
+PROTOCOL_DIFFERENCES = (
+    (
+        "evaluated users",
+        "every user with a relevant test item; no list scores 0",
+        "the same (an empty prediction array scores 0)",
+        "only users with a recommendation (inner join): dropping users who would score 0 can "
+        "only raise the means",
+        "the users of the ground truth; no list scores 0",
+        "every test user, ranked against the full catalogue",
+    ),
+    (
+        "seen items",
+        "removed from the lists (`filter_seen`)",
+        "whatever the lists hold",
+        "whatever the lists hold",
+        "removed by the models (`filter_seen_items`)",
+        "masked in the full ranking",
+    ),
+    (
+        "ties",
+        "score descending, then item id ascending",
+        "the array order given",
+        "`row_number` over the score alone: arbitrary",
+        "score descending, then the larger item id",
+        "`torch.topk` over scores: unspecified",
+    ),
+    (
+        "relevance",
+        "`Rel(u)` by an explicit rule (implicit, threshold, graded)",
+        "the label array",
+        "every row of the truth table, whatever its rating",
+        "every row of the ground truth",
+        "every test interaction (or its `threshold` on a label field)",
+    ),
+)
+
+
 def metrics_page() -> str:
-    """Markdown: every metric of the registry with its definition and properties."""
+    """Markdown: every metric of the registry with its definition and properties, then how
+    other tools (:data:`registry.PEER_TOOLS`) define the metrics they share with us."""
     out = [
         "# Metric reference",
         "",
         "Generated from the metric registry (`receval_spark/registry.py`) when the site is "
-        "built: the one definition every part of the job reads (intervals, alerts, reports).",
+        "built: the one definition every part of the job reads (intervals, alerts, reports). "
+        "*Profiles*: reported under `evaluation.definitions: spark_mllib` / `recommenders` too, "
+        "as those tools compute it.",
         "",
     ]
-    for family, title in (
-        ("accuracy", "Accuracy (per evaluated user at k, then the macro average)"),
-        ("beyond", "Beyond accuracy"),
-        ("rating", "Rating prediction (`task: rating_prediction` only)"),
-        ("session", "Session protocol (per prediction event)"),
-    ):
+    for family, title in FAMILIES:
         out += [f"## {title}", ""]
         out += [
-            "| metric | definition | range | better | per k | interval | Spark MLlib |",
+            "| metric | definition | range | better | per k | interval | profiles |",
             "|---|---|---|---|---|---|---|",
         ]
-        for m in registry.family(family):  # type: ignore[arg-type]
-            peer = "defines it too (`definitions: spark_mllib`)" if m.peer_defined else "no"
+        for m in registry.family(family):
             out.append(
-                f"| `{m.name}` | {m.formula.replace('|', '&#124;')} | {_range(m.bounds)} | "
+                f"| `{m.name}` | {_cell(m.formula)} | {_range(m.bounds)} | "
                 f"{'larger' if m.larger_is_better else 'smaller'} | "
                 f"{'yes' if m.has_k else 'no'} | {_interval(m)} | "
-                f"{peer} |"
+                f"{'yes' if m.peer_defined else 'no'} |"
             )
         out.append("")
-    return "\n".join(out)
+    return "\n".join(out + _peers_section())
+
+
+def _peers_section() -> list[str]:
+    """How each tool of :data:`registry.PEER_TOOLS` differs: first in protocol, then per
+    metric (the tool's name for it and what differs; — where it has none)."""
+    tools = list(registry.PEER_TOOLS)
+    head = ["| | receval_spark | " + " | ".join(tools) + " |", "|---" * (len(tools) + 2) + "|"]
+    out = [
+        "## How other tools define them",
+        "",
+        "Read from their code: "
+        + "; ".join(registry.PEER_TOOLS.values())
+        + ". The same name does not mean the same number: the protocol differs before any "
+        "formula does.",
+        "",
+        *head,
+        *(f"| {' | '.join(row)} |" for row in PROTOCOL_DIFFERENCES),
+        "",
+        "Per metric (*same*: the same value on the same lists and `Rel(u)`; —: none in the "
+        "version read):",
+        "",
+        "| metric | " + " | ".join(tools) + " |",
+        "|---" * (len(tools) + 1) + "|",
+    ]
+    for family, _ in FAMILIES:
+        for m in registry.family(family):
+            if m.peers:
+                cells = " | ".join(_cell(m.peers.get(tool, "—")) for tool in tools)
+                out.append(f"| `{m.name}` | {cells} |")
+    return [*out, ""]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "&#124;")
 
 
 def _models(annotation: Any) -> list[type[BaseModel]]:

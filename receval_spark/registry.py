@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -29,6 +29,17 @@ Family = Literal["accuracy", "beyond", "rating", "session"]
 Scope = Literal["user", "group"]
 Display = Literal["proportion", "percent"]
 SESSION_PROTOCOL = "session"
+
+# the tools whose definitions the metric reference compares with ours (versions read)
+PEER_TOOLS: Mapping[str, str] = MappingProxyType(
+    {
+        "Spark MLlib": "Spark MLlib 4 `RankingMetrics` / `RankingEvaluator`",
+        "Recommenders": "Microsoft Recommenders 1.2 `python_evaluation` / `spark_evaluation`",
+        "RePlay": "RePlay 0.18 `replay.metrics`",
+        "RecBole": "RecBole 1.2 `recbole.evaluator.metrics`",
+    }
+)
+SAME = "same"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,7 +56,8 @@ class Metric:
     ``bootstrapped``: a group statistic whose interval is value ± z·std of a Poisson bootstrap
     over users. ``peer_defined``: Spark MLlib's ``RankingMetrics`` defines it too (reported under
     ``evaluation.definitions`` spark_mllib / recommenders). ``formula``: the definition (of
-    one unit's value for scope ``user``).
+    one unit's value for scope ``user``). ``peers``: how each tool of :data:`PEER_TOOLS` that
+    offers the metric defines it (its name there, and what differs); absent: the tool has none.
     """
 
     name: str
@@ -59,6 +71,7 @@ class Metric:
     binary: bool = False
     bootstrapped: bool = False
     peer_defined: bool = False
+    peers: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
 
 
 def _accuracy(name: str, formula: str, **properties: Any) -> Metric:
@@ -68,19 +81,63 @@ def _accuracy(name: str, formula: str, **properties: Any) -> Metric:
 METRICS: tuple[Metric, ...] = (
     # accuracy (DESIGN §5): per evaluated user at k, then the mean (macro average)
     _accuracy(
-        "precision", "hits@k / k (k even where fewer than k candidates exist)", peer_defined=True
+        "precision",
+        "hits@k / k (k even where fewer than k candidates exist)",
+        peer_defined=True,
+        peers={
+            "Spark MLlib": f"`precisionAt(k)`: {SAME}",
+            "Recommenders": f"`precision_at_k`: {SAME}",
+            "RePlay": f"`Precision`: {SAME}",
+            "RecBole": f"`precision`: {SAME} (its lists are full rankings, k long)",
+        },
     ),
-    _accuracy("recall", "hits@k / |Rel(u)|", peer_defined=True),
-    _accuracy("hit_rate", "1 if hits@k ≥ 1 else 0", binary=True),
-    _accuracy("mrr", "1 / rank of the first relevant item within k, else 0"),
     _accuracy(
-        "map", "AP@k = (1 / min(k, |Rel(u)|)) · Σ_{i≤k} Precision@i · rel_i", peer_defined=True
+        "recall",
+        "hits@k / |Rel(u)|",
+        peer_defined=True,
+        peers={
+            "Spark MLlib": f"`recallAt(k)`: {SAME}",
+            "Recommenders": f"`recall_at_k`: {SAME}",
+            "RePlay": f"`Recall`: {SAME}",
+            "RecBole": f"`recall`: {SAME}",
+        },
+    ),
+    _accuracy(
+        "hit_rate",
+        "1 if hits@k ≥ 1 else 0",
+        binary=True,
+        peers={"RePlay": f"`HitRate`: {SAME}", "RecBole": f"`hit`: {SAME}"},
+    ),
+    _accuracy(
+        "mrr",
+        "1 / rank of the first relevant item within k, else 0",
+        peers={"RePlay": f"`MRR`: {SAME}", "RecBole": f"`mrr`: {SAME}"},
+    ),
+    _accuracy(
+        "map",
+        "AP@k = (1 / min(k, |Rel(u)|)) · Σ_{i≤k} Precision@i · rel_i",
+        peer_defined=True,
+        peers={
+            "Spark MLlib": f"`meanAveragePrecisionAt(k)`: {SAME}; `meanAveragePrecision` "
+            "(no k) divides by |Rel(u)|",
+            "Recommenders": f"`map_at_k`: {SAME}; `map` divides by |Rel(u)|",
+            "RePlay": f"`MAP`: {SAME} (early releases divided by k)",
+            "RecBole": f"`map`: {SAME} (its docstring writes min(|R̂(u)|, K); the code divides "
+            "by min(|R(u)|, K))",
+        },
     ),
     _accuracy(
         "ndcg",
         "DCG@k / IDCG@k, DCG@k = Σ_{i≤k} (2^{g_i} - 1) / log2(i + 1), IDCG@k the DCG of the "
         "user's own grades sorted descending",
         peer_defined=True,
+        peers={
+            "Spark MLlib": "`ndcgAt(k)`: binary gains (grades ignored); equal to ours at grade 1",
+            "Recommenders": "`ndcg_at_k`: binary gains by default; `score_type='exp'` takes "
+            "2^r - 1 of the raw rating r, not of a grade",
+            "RePlay": "`NDCG`: binary gains; equal to ours at grade 1",
+            "RecBole": "`ndcg`: binary gains; equal to ours at grade 1",
+        },
     ),
     _accuracy("arhr", "(1 / |Rel(u)|) · Σ_{i≤k} rel_i / i"),
     _accuracy("f1", "harmonic mean of Precision@k and Recall@k (0 where both are 0)"),
@@ -91,6 +148,14 @@ METRICS: tuple[Metric, ...] = (
         scope="group",
         formula="|(union of the R_k(u)) ∩ I| / |I|, I = items with a train interaction",
         bootstrapped=True,
+        peers={
+            "Recommenders": "`catalog_coverage`: distinct items of the lists as given (not cut "
+            "at k; items outside train count) / distinct train items",
+            "RePlay": "`Coverage`: distinct items of the top k / distinct items of the log it "
+            "is given; unknown items can take it above 1",
+            "RecBole": "`itemcoverage`: distinct items of the top k / all items of the dataset, "
+            "including items no train interaction has",
+        },
     ),
     Metric(
         name="gini",
@@ -100,6 +165,7 @@ METRICS: tuple[Metric, ...] = (
         "(0 = equal exposure)",
         larger_is_better=False,
         bootstrapped=True,
+        peers={"RecBole": "`giniindex`: the same formula over all items of the dataset"},
     ),
     Metric(
         name="entropy",
@@ -108,6 +174,12 @@ METRICS: tuple[Metric, ...] = (
         formula="-Σ_i (f_i/F) log2(f_i/F), F = Σ_i f_i",
         bounds=NON_NEGATIVE,  # <= log2 |I|; not known where the interval is formed
         bootstrapped=True,
+        peers={
+            "Recommenders": f"`distributional_coverage`: {SAME} over the lists as given "
+            "(some releases scale it by -2/|train items|)",
+            "RecBole": "`shannonentropy`: natural log, divided by the number of distinct "
+            "recommended items",
+        },
     ),
     Metric(
         name="novelty",
@@ -115,6 +187,13 @@ METRICS: tuple[Metric, ...] = (
         scope="user",
         formula="mean over i ∈ R_k(u) of -log2 p(i)",
         bounds=NON_NEGATIVE,
+        peers={
+            "Recommenders": "`novelty`: -log2 of the item's share of train interactions (not "
+            "of users), averaged over all list slots rather than per user",
+            "RePlay": "`Surprisal`: ours divided by log2(train users), summed over the list and "
+            "divided by k; its `Novelty` is another measure (the share of the list unseen by "
+            "the user)",
+        },
     ),
     Metric(
         name="popularity_bias",
@@ -125,6 +204,10 @@ METRICS: tuple[Metric, ...] = (
         bounds=NON_NEGATIVE,
         larger_is_better=False,
         bootstrapped=True,
+        peers={
+            "RecBole": "`averagepopularity`: the mean over users of the list's mean train count, "
+            "not divided by the catalogue's mean (ours times that mean for lists of one length)"
+        },
     ),
     Metric(
         name="personalization",
@@ -150,6 +233,11 @@ METRICS: tuple[Metric, ...] = (
         family="beyond",
         scope="user",
         formula="1 - mean pairwise cosine of the list items' unit embeddings",
+        peers={
+            "Recommenders": "`diversity` with `item_sim_measure='item_feature_vector'`: "
+            f"{SAME} for feature vectors; its default similarity is the items' co-occurrence "
+            "in train"
+        },
         # the mean cosine of n unit vectors is >= -1/(n - 1), so the value is <= 2
         bounds=(0.0, 2.0),
     ),
@@ -158,12 +246,19 @@ METRICS: tuple[Metric, ...] = (
         family="beyond",
         scope="user",
         formula="distinct categories in R_k(u) / categories of the catalogue items",
+        peers={"RePlay": "`CategoricalDiversity`: distinct categories in the top k / k"},
     ),
     Metric(
         name="serendipity",
         family="beyond",
         scope="user",
         formula="|{i ∈ R_k(u) ∩ Rel(u) : i unexpected for u}| / k",
+        peers={
+            "Recommenders": "`serendipity`: relevance times (1 - mean similarity to the user's "
+            "train items) per list item: dissimilarity, not absence from a primitive model's list",
+            "RePlay": "`Unexpectedness`: the share of the list absent from a base model's list, "
+            "relevant or not",
+        },
     ),
     # rating prediction (task rating_prediction only; not a measure of ranking)
     Metric(
@@ -171,6 +266,11 @@ METRICS: tuple[Metric, ...] = (
         family="rating",
         scope="user",
         formula="mean over test ratings of |r̂ - r|",
+        peers={
+            "Spark MLlib": f"`RegressionEvaluator(metricName='mae')`: {SAME} over the rows given",
+            "Recommenders": f"`mae`: {SAME} over the pairs both tables hold",
+            "RecBole": f"`mae`: {SAME}",
+        },
         bounds=NON_NEGATIVE,
         larger_is_better=False,
         has_k=False,
@@ -180,6 +280,7 @@ METRICS: tuple[Metric, ...] = (
         family="rating",
         scope="user",
         formula="mean over test ratings of (r̂ - r)²",
+        peers={"Spark MLlib": f"`RegressionEvaluator(metricName='mse')`: {SAME}"},
         bounds=NON_NEGATIVE,
         larger_is_better=False,
         has_k=False,
@@ -189,6 +290,11 @@ METRICS: tuple[Metric, ...] = (
         family="rating",
         scope="group",
         formula="√MSE (its interval: the square roots of MSE's ends)",
+        peers={
+            "Spark MLlib": f"`RegressionEvaluator(metricName='rmse')`: {SAME}",
+            "Recommenders": f"`rmse`: {SAME} over the pairs both tables hold",
+            "RecBole": f"`rmse`: {SAME}",
+        },
         bounds=NON_NEGATIVE,
         larger_is_better=False,
         has_k=False,

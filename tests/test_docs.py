@@ -36,6 +36,12 @@ def test_the_metric_reference_has_every_metric_of_the_registry():
     for metric in registry.METRICS:
         assert f"| `{metric.name}` | " in page, metric.name
     assert "| `hit_rate` | 1 if hits@k ≥ 1 else 0 | [0, 1] | larger | yes | Wilson | no |" in page
+    assert (
+        "| `ndcg` | `ndcgAt(k)`: binary gains (grades ignored); equal to ours at grade 1 |" in page
+    )
+    assert "| ties | score descending, then item id ascending |" in page
+    for tool in registry.PEER_TOOLS:
+        assert f"| {tool} |" in page or f" {tool} |" in page, tool
 
 
 @pytest.mark.parametrize("page", sorted(p.name for p in DOCS.glob("*.md")))

@@ -1,4 +1,4 @@
-# The two commands of the README:  make demo  and  make test  (make test-all: what CI runs)
+# The two commands (README, docs/index.md):  make demo  and  make test  (make test-all: what CI runs)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -24,7 +24,8 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check .
 
-# the contributors' loop: unit tests and in-process integration on tiny data (tiers: README, Tests)
+# the contributors' loop: unit tests and in-process integration on tiny data
+# (tiers: docs/contributing.md, Tests)
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy

@@ -33,9 +33,10 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # every Spark the tests st
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_LIVED_JVM)
 
-# The tiers (README, Tests): `make test` runs -m "not slow", `make test-all` everything. A test
-# is slow when it carries one of SLOW_MARKERS (pyproject describes each), set with pytestmark
-# or on the test, or given here to every test that uses the fixture of FIXTURE_MARKERS.
+# The tiers (docs/contributing.md, Tests): `make test` runs -m "not slow", `make test-all`
+# everything. A test is slow when it carries one of SLOW_MARKERS (pyproject describes each), set
+# with pytestmark or on the test, or given here to every test that uses the fixture of
+# FIXTURE_MARKERS.
 SLOW_MARKERS = (
     "shared_data",
     "deployment",

@@ -113,7 +113,7 @@ def test_set_overrides_dotted_keys_list_positions_and_yaml_values(project, elsew
 
 def test_set_a_spark_option_whose_name_has_dots(project, elsewhere):
     # spark.conf holds flat option names ({spark.sql.shuffle.partitions: 8} in conf/demo.yaml);
-    # the README promises that --set overrides any key
+    # docs/usage.md promises that --set overrides any key
     config = load_config(
         write(project, CONFIG + "spark: {conf: {spark.ui.enabled: false}}\n"),
         ["spark.conf.spark.sql.shuffle.partitions=16"],

@@ -91,8 +91,8 @@ def test_als_and_item_knn_beat_popularity_on_warm_users_and_serve_cold_ones_by_i
     """Two thirds of ml-100k's test users after 1998-03-01 have no train interaction: ALS and
     item-kNN cannot score them, so ``fallback: popularity`` (the default) gives them
     popularity's lists (the same per-user values, counted in ``runs.split.fallback_users``)
-    and the warm segment is the models alone, where both beat popularity (README, Candidate
-    models); with the fallback they also beat it over all users."""
+    and the warm segment is the models alone, where both beat popularity (docs/evaluation.md,
+    Candidate models); with the fallback they also beat it over all users."""
     for segment in ("all", "warm"):
         assert (
             value(ranking, "random", "ndcg", segment=segment).value

@@ -8,7 +8,7 @@ import pandas as pd
 
 from receval_spark.config import AlertRule
 from receval_spark.registry import definitions
-from receval_spark.results import ComparisonRow, MetricRow, against_own_previous_date
+from receval_spark.results import ComparisonRow, MetricRow, earlier_baseline
 
 
 def regressions(
@@ -17,6 +17,7 @@ def regressions(
     rules: Sequence[AlertRule],
     *,
     comparisons: Sequence[ComparisonRow] = (),
+    per_user_dates: Sequence[str] = (),
 ) -> list[str]:
     """One message per (rule, model, protocol) whose current value is worse than the mean over
     its last ``window`` earlier run dates by more than ``max_relative_drop``.
@@ -24,8 +25,11 @@ def regressions(
     relative change = (value - mean) / mean, negated where lower is better (the registry's
     ``larger_is_better`` false); models without history (or with a zero mean) are not judged.
     A rule with ``significance`` (alpha) also needs the model's paired comparison with its own
-    per-user values of the previous run date (``comparisons``, baseline ``<model>@<date>``) to
-    move the same way with p_holm < alpha; without that comparison the model is not judged.
+    per-user values of earlier run dates (``comparisons``) to move the same way with p_holm <
+    alpha: against the latest of ``per_user_dates`` (the earlier dates with per_user rows,
+    ascending; baseline ``<model>@<date>``) or, ``against: window``, each user's mean over the
+    last ``window`` of them (``<model>@<first>..<last>``); without that comparison the model
+    is not judged.
     """
     alerts = []
     for rule in rules:
@@ -64,7 +68,9 @@ def regressions(
                 f"{int(n_dates)} run dates (threshold {100 * rule.max_relative_drop:g}%)"
             )
             if rule.significance is not None:
-                paired = _against_previous_date(comparisons, rule, model, protocol)
+                dates = rule.earlier_dates(per_user_dates)
+                baseline = earlier_baseline(model, dates) if dates else None
+                paired = _comparison(comparisons, rule, model, baseline, protocol)
                 if paired is None or not _significant_drop(paired, rule, sign):
                     continue
                 message += (
@@ -76,17 +82,23 @@ def regressions(
     return alerts
 
 
-def _against_previous_date(
-    comparisons: Sequence[ComparisonRow], rule: AlertRule, model: str, protocol: str
+def _comparison(
+    comparisons: Sequence[ComparisonRow],
+    rule: AlertRule,
+    model: str,
+    baseline: str | None,
+    protocol: str,
 ) -> ComparisonRow | None:
-    """The comparison of ``model`` with its own previous run date at the rule's metric, k and
-    segment, if the run has one."""
+    """The comparison of ``model`` with ``baseline`` at the rule's metric, k and segment, if
+    the run has one."""
     for c in comparisons:
-        if (
-            c.model == model
-            and against_own_previous_date(model, c.baseline)
-            and (c.protocol, c.segment, c.metric, c.k)
-            == (protocol, rule.segment, rule.metric, rule.k)
+        if (c.model, c.baseline, c.protocol, c.segment, c.metric, c.k) == (
+            model,
+            baseline,
+            protocol,
+            rule.segment,
+            rule.metric,
+            rule.k,
         ):
             return c
     return None

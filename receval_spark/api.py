@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime as dt
+import functools
 import os
 import platform
 import uuid
@@ -48,8 +49,8 @@ from receval_spark.io import (
 from receval_spark.io import write_reports as commit_datasets
 from receval_spark.metrics.compare import (
     comparison_rows,
+    earlier_differences,
     holm_adjusted,
-    previous_date_differences,
 )
 from receval_spark.progress import StageClock
 from receval_spark.ranking.pipeline import evaluate as evaluate_ranking
@@ -260,12 +261,16 @@ def _commit(evaluation: Evaluation, output: str | None, *, per_user: bool | None
     per_user = config.output.per_user if per_user is None else per_user
     alerts: list[str] = []
     spark = evaluation.metrics.sparkSession
-    comparisons = _with_previous_date(evaluation, output)
+    comparisons, earlier = _with_earlier_dates(evaluation, output)
     if config.evaluation.alerts:
         history = _committed(spark, output, "metrics", before=evaluation.run_date)
         rules = config.evaluation.alerts
         alerts = regressions(
-            evaluation.outcome.metrics, history.toPandas(), rules, comparisons=comparisons
+            evaluation.outcome.metrics,
+            history.toPandas(),
+            rules,
+            comparisons=comparisons,
+            per_user_dates=earlier,
         )
     status = _status(evaluation.outcome, alerts)
     tables: dict[str, DataFrame] = {"metrics": evaluation.metrics.coalesce(1)}
@@ -311,33 +316,47 @@ def _commit(evaluation: Evaluation, output: str | None, *, per_user: bool | None
     )
 
 
-def _with_previous_date(evaluation: Evaluation, output: str) -> list[ComparisonRow]:
-    """The run's comparisons and, when the latest earlier run date committed ``per_user``
-    rows, every model against its own values of that date (baseline ``<model>@<date>``,
-    ranking protocol), Holm-adjusted as one family with the others (DESIGN §7)."""
+def _with_earlier_dates(
+    evaluation: Evaluation, output: str
+) -> tuple[list[ComparisonRow], list[str]]:
+    """The run's comparisons and, when earlier run dates committed ``per_user`` rows, every
+    model against its own values of the latest of them (baseline ``<model>@<date>``) and, for
+    each alert rule ``against: window``, against each user's mean over the rule's window of
+    them (``<model>@<first>..<last>``), Holm-adjusted as one family with the others (DESIGN
+    §7); and those earlier dates, ascending."""
     comparisons = list(evaluation.outcome.comparisons)
     if evaluation.per_user is None or evaluation.comparisons is None:
-        return comparisons
+        return comparisons, []
     spark = evaluation.metrics.sparkSession
     committed = committed_runs(read_log(spark, report_root(output)))
-    earlier = [
+    earlier = sorted(
         date
         for date, state in committed.items()
         if date < evaluation.run_date.isoformat() and "per_user" in state.datasets
-    ]
+    )
     if not earlier:
-        return comparisons
-    date = max(earlier)
-    previous = read_committed(
+        return comparisons, []
+    windows = {(earlier[-1],)} | {
+        tuple(rule.earlier_dates(earlier))
+        for rule in evaluation.config.evaluation.alerts
+        if rule.significance is not None
+    }
+    rows = read_committed(
         spark,
         output,
         "per_user",
         schema=REPORT_SCHEMAS["per_user"],
-        dates=[date],
+        dates=sorted(set().union(*windows)),
         committed=committed,
     )
-    differences = previous_date_differences(evaluation.per_user, previous, date=date)
-    return holm_adjusted(comparisons + comparison_rows(differences))
+    differences = [
+        earlier_differences(
+            evaluation.per_user, rows.filter(F.col("run_date").isin(*dates)), dates=dates
+        )
+        for dates in sorted(windows)
+    ]
+    together = functools.reduce(DataFrame.unionByName, differences)
+    return holm_adjusted(comparisons + comparison_rows(together)), earlier
 
 
 def run_summary(evaluation: Evaluation, commit: Commit) -> dict[str, Any]:

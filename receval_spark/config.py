@@ -10,6 +10,7 @@ import importlib.util
 import itertools
 import math
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, overload
 
 from pydantic import (
@@ -310,16 +311,22 @@ class AlertRule(_Strict):
     """Flag a regression when ``metric@k`` of a model on ``segment`` is worse than the mean of
     its previous ``window`` run dates by more than ``max_relative_drop`` (relative; for a
     metric where lower is better, registry ``larger_is_better`` false, e.g. gini, a rise
-    counts)."""
+    counts). With ``significance`` (alpha), only when the paired comparison of the model's
+    per-user values with its own values ``against`` the previous run date, or each user's mean
+    over the last ``window`` dates that committed per_user rows, is also worse and significant
+    after Holm (needs output.per_user)."""
 
     metric: MetricName
     k: int | None = 10
     segment: str = "all"
     max_relative_drop: float = Field(default=0.05, gt=0.0, lt=1.0)
     window: int = Field(default=7, ge=1)
-    # alpha: also require the paired comparison with the model's own per-user values of the
-    # previous run date to be significant after Holm (needs output.per_user)
     significance: float | None = Field(default=None, gt=0.0, lt=1.0)
+    against: Literal["previous_date", "window"] = "previous_date"
+
+    def earlier_dates(self, dates: Sequence[str]) -> list[str]:
+        """The run dates (of ``dates``, ascending) its paired comparison is against."""
+        return list(dates[-self.window :] if self.against == "window" else dates[-1:])
 
 
 def _alerts_exit_code(code: int) -> int:
@@ -869,8 +876,14 @@ class SessionJobConfig(_Strict):
 def _check_alert(
     i: int, rule: AlertRule, *, metrics: list[str], ks: list[int], segments: list[str]
 ) -> None:
-    """A rule names a metric, k and segment the run computes (else it could never fire)."""
+    """A rule names a metric, k and segment the run computes (else it could never fire), and
+    ``against`` only with the significance test it configures."""
     where = f"evaluation.alerts.{i}"
+    if rule.against != "previous_date" and rule.significance is None:
+        raise ValueError(
+            f"{where}.against chooses what the significance test compares with; set "
+            "significance (e.g. 0.05) or remove against"
+        )
     if rule.metric not in metrics:
         raise ValueError(
             f"{where}: metric {rule.metric!r} is not computed by this run (computed: "

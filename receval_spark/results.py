@@ -78,12 +78,21 @@ class ComparisonRow:
     mde: float | None = None
 
 
-# a comparison of a model with its own previous run date has the baseline "<model>@<date>"
+# a comparison of a model with its own values of earlier run dates has the baseline
+# "<model>@<date>" (the previous date) or "<model>@<first>..<last>" (each user's mean over a
+# trailing window of dates)
 PREVIOUS_DATE_MARK = "@"
+WINDOW_MARK = ".."
+
+
+def earlier_baseline(model: str, dates: Sequence[str]) -> str:
+    """The baseline of ``model`` against its own values of the run ``dates`` (ascending)."""
+    span = dates[0] if len(dates) == 1 else f"{dates[0]}{WINDOW_MARK}{dates[-1]}"
+    return f"{model}{PREVIOUS_DATE_MARK}{span}"
 
 
 def against_own_previous_date(model: str, baseline: str) -> bool:
-    """Whether a comparison's baseline is the model's own values of an earlier run date."""
+    """Whether a comparison's baseline is the model's own values of earlier run dates."""
     return baseline.startswith(f"{model}{PREVIOUS_DATE_MARK}")
 
 

@@ -468,6 +468,12 @@ CASES = [
         spark=False,
     ),
     Bad(
+        "alert_against_a_window_without_a_test",
+        sets("evaluation.alerts=[{metric: ndcg, k: 5, against: window}]"),
+        ("evaluation.alerts.0.against", "set significance"),
+        spark=False,
+    ),
+    Bad(
         "quantile_not_a_number",
         sets("split.quantile=abc"),
         ("split.quantile", "should be a valid number"),

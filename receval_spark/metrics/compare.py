@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from receval_spark.columns import USER
 from receval_spark.metrics.aggregate import exact_mean, exact_std
-from receval_spark.results import PREVIOUS_DATE_MARK, ComparisonRow
+from receval_spark.results import ComparisonRow, earlier_baseline
 from receval_spark.stats import (
     SignedRanks,
     cohens_dz,
@@ -129,16 +129,20 @@ def compare_models(per_user: DataFrame, *, baseline: str) -> list[ComparisonRow]
     return comparison_rows(paired_differences(per_user, baseline=baseline))
 
 
-def previous_date_differences(tonight: DataFrame, previous: DataFrame, *, date: str) -> DataFrame:
-    """(model, baseline, *keys, user_id, diff): each model's per-user value minus its own
-    value of the run date ``date`` (baseline ``<model>@<date>``), on the users both runs
-    evaluated. Both in the ``per_user`` dataset's columns (user_id a string)."""
+def earlier_differences(
+    tonight: DataFrame, earlier: DataFrame, *, dates: Sequence[str]
+) -> DataFrame:
+    """(model, baseline, *keys, user_id, diff): each model's per-user value minus the mean of
+    its own values of the run ``dates`` (``earlier`` holds those dates' rows; baseline
+    ``<model>@<date>`` for one date, ``<model>@<first>..<last>`` for a window), on the users
+    evaluated tonight and on at least one of the dates. Both in the ``per_user`` dataset's
+    columns (user_id a string)."""
     keys = ["model", *COMPARISON_KEYS, USER]
-    before = previous.select(*keys, F.col("value").alias("_before"))
+    before = earlier.groupBy(*keys).agg(F.avg("value").alias("_before"))
     matched = [tonight[c].eqNullSafe(before[c]) for c in keys]
     return tonight.join(before, on=matched).select(
         tonight["model"],
-        F.concat(tonight["model"], F.lit(f"{PREVIOUS_DATE_MARK}{date}")).alias("baseline"),
+        F.concat(tonight["model"], F.lit(earlier_baseline("", dates))).alias("baseline"),
         *[tonight[c] for c in (*COMPARISON_KEYS, USER)],
         (tonight["value"] - F.col("_before")).alias("diff"),
     )

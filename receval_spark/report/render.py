@@ -23,6 +23,7 @@ from receval_spark.report import plots
 from receval_spark.results import (
     PREVIOUS_DATE_MARK,
     REPORT_SCHEMAS,
+    WINDOW_MARK,
     against_own_previous_date,
 )
 
@@ -314,12 +315,19 @@ def sentences(data: ReportData, k: int) -> list[str]:
         out.append(text + ".")
     for r in against_previous_date(ndcg).sort_values("model").itertuples():
         significant = pd.notna(r.p_holm) and r.p_holm < SIGNIFICANCE
-        before = r.baseline.removeprefix(f"{r.model}{PREVIOUS_DATE_MARK}")
+        first, _, last = r.baseline.removeprefix(f"{r.model}{PREVIOUS_DATE_MARK}").partition(
+            WINDOW_MARK
+        )
+        against, users = (
+            (f"its own run of {first}", "both nights")
+            if not last
+            else (f"its users' own means over its runs of {first} to {last}", "both then and now")
+        )
         value = ndcg_values.get(r.model)
         reference = None if value is None else value - r.mean_diff  # the users' mean before
         out.append(
-            f"Against its own run of {before}, {r.model} moved NDCG@{k} by {r.mean_diff:+.4f} "
-            f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}] on the {r.n_users} users both nights "
+            f"Against {against}, {r.model} moved NDCG@{k} by {r.mean_diff:+.4f} "
+            f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}] on the {r.n_users} users {users} "
             f"evaluated (Holm-adjusted p = {r.p_holm:.2g}"
             f"{'' if significant else ', not significant'})"
             + _detectable(r, significant, reference)

@@ -342,18 +342,24 @@ def test_a_models_own_previous_night_is_a_sentence_of_its_own_not_a_baseline():
         "baseline": "knn@2026-11-02",
         "mde": 0.005,
     }
+    window = {**previous, "baseline": "knn@2026-10-27..2026-11-02", "mean_diff": -0.03}
     report = dataclasses.replace(
         report,
-        comparisons=pd.concat([pd.DataFrame([previous]), report.comparisons.assign(mde=0.08)]),
+        comparisons=pd.concat(
+            [pd.DataFrame([previous, window]), report.comparisons.assign(mde=0.08)]
+        ),
     )
 
     said = sentences(report, 10)
     summary = {r["model"]: r["cells"] for r in summary_rows(report, 10)}
 
-    assert said[-1] == (
+    assert said[-2:] == [
         "Against its own run of 2026-11-02, knn moved NDCG@10 by -0.0200 [-0.0300, -0.0100] on "
-        "the 100 users both nights evaluated (Holm-adjusted p = 0.0001)."
-    )
+        "the 100 users both nights evaluated (Holm-adjusted p = 0.0001).",
+        "Against its users' own means over its runs of 2026-10-27 to 2026-11-02, knn moved "
+        "NDCG@10 by -0.0300 [-0.0300, -0.0100] on the 100 users both then and now evaluated "
+        "(Holm-adjusted p = 0.0001).",
+    ]
     assert said[2] == "popularity is the baseline: NDCG@10 0.3000, covering 1.0% of the catalogue."
     assert summary["knn"]["ndcg"]["marker"] == ""  # vs popularity: p = 0.2, not the -0.02
 

@@ -934,7 +934,7 @@ def _describe(exc: ValidationError) -> str:
             alternatives.setdefault(".".join(parts[:-1]), []).append((parts[-1], err))
         message = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            message = "unknown key (check its spelling against the README's config reference)"
+            message = "unknown key (check its spelling: docs/configuration.md lists the keys)"
         elif err["type"] == "missing":
             message = "required key is missing"
         elif err["type"] in ("union_tag_invalid", "union_tag_not_found"):

@@ -1,5 +1,5 @@
 """All reading and writing, through Spark and the Hadoop filesystem it is configured with:
-input tables, and the report datasets committed per run date (README, "Report layout").
+input tables, and the report datasets committed per run date (docs/datasets.md).
 
 Layout under an output root (``file://``, ``hdfs://``, ``s3a://``, ``abfss://``, ``viewfs://``...):
 

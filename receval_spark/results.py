@@ -1,5 +1,5 @@
 """Report datasets as DataFrames with the schemas of CONTRACT.md (metrics, comparisons, runs,
-per_user) and of the README (long_tail, off_policy).
+per_user) and of docs/datasets.md (long_tail, off_policy).
 
 Each row type is written once, as a dataclass; its Spark schema is derived from the field
 types (:func:`spark_schema`), and a table's rows are its fields in that order, after run_id."""

@@ -267,8 +267,8 @@ def run_warnings(
     if definitions != "receval":
         warnings.append(
             f"evaluation.definitions = {definitions}: precision, recall, ndcg and map follow "
-            f"{PEERS[definitions]} (binary relevance; README, Compatibility profiles); other "
-            "accuracy metrics are not reported"
+            f"{PEERS[definitions]} (binary relevance; docs/evaluation.md, Compatibility "
+            "profiles); other accuracy metrics are not reported"
             + (
                 "; users without recommendations are dropped, so models may be averaged over "
                 "different users"

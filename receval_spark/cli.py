@@ -77,11 +77,32 @@ SUMMARY_OPTION = click.option(
 )
 
 
+def _json_on_stdout(ctx: click.Context, _param: click.Parameter, value: object) -> None:
+    """--json: keep stdout for the JSON document alone; the command's lines go to stderr
+    until ``main`` (whose ``outputs`` stack restores stdout) prints the document."""
+    options = ctx.ensure_object(dict)
+    if value and not options.get("json"):
+        options["json"] = True
+        options["outputs"].enter_context(contextlib.redirect_stdout(sys.stderr))
+
+
+JSON_OPTION = click.option(
+    "--json",
+    is_flag=True,
+    is_eager=True,
+    expose_value=False,
+    callback=_json_on_stdout,
+    help="Print the outcome as JSON on stdout (the --summary-json document), whether the run "
+    "succeeds or fails; progress and results go to stderr.",
+)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="receval_spark")
 @VERBOSE_OPTION
 @QUIET_OPTION
 @SUMMARY_OPTION
+@JSON_OPTION
 def cli() -> None:
     """Offline evaluation of recommender systems on Spark."""
 
@@ -257,6 +278,7 @@ def _finish(evaluation: Evaluation, commit: Commit) -> int:
 @VERBOSE_OPTION
 @QUIET_OPTION
 @SUMMARY_OPTION
+@JSON_OPTION
 def evaluate(config_path: str, overrides: tuple[str, ...], remote: str | None) -> int:
     """Split, score every configured model and write the reports for run.date."""
     config = load_config(config_path, _with_remote(overrides, remote))
@@ -312,6 +334,7 @@ def evaluate(config_path: str, overrides: tuple[str, ...], remote: str | None) -
 @VERBOSE_OPTION
 @QUIET_OPTION
 @SUMMARY_OPTION
+@JSON_OPTION
 def sessions(config_path: str, overrides: tuple[str, ...], remote: str | None) -> int:
     """Session-based next-item protocol: preprocess, split, predict every next click."""
     config = load_config(config_path, _with_remote(overrides, remote), schema=SessionJobConfig)
@@ -401,7 +424,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     A failure prints one line on stderr; ``--verbose`` prints the stack trace before it.
     """
-    options: dict[str, Any] = {"verbose": False}
+    with contextlib.ExitStack() as outputs:
+        options: dict[str, Any] = {"verbose": False, "outputs": outputs}
+        status, error = _status(argv, options)
+    document = {"exit_status": status, "run_status": "error", "error": error}
+    text = json.dumps({**document, **options.get("summary", {})}, indent=2, default=str) + "\n"
+    if options.get("summary_json"):
+        _write_summary(options["summary_json"], text)
+    if options.get("json"):
+        click.echo(text, nl=False)
+    return status
+
+
+def _status(argv: Sequence[str] | None, options: dict[str, Any]) -> tuple[int, str | None]:
+    """Run the command line: its exit status and error line (None when it succeeded)."""
     error = None
     try:
         result = cli.main(
@@ -411,8 +447,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             obj=options,
         )
         status = result if isinstance(result, int) else EXIT_OK
-    except click.exceptions.Exit as exc:
-        return int(exc.exit_code)
+    except click.exceptions.Exit as exc:  # --help, --version: no run, so no outcome either
+        options.update(summary_json=None, json=False)
+        return int(exc.exit_code), None
     except click.ClickException as exc:
         exc.show()
         status, error = EXIT_BAD_INPUT, exc.format_message()
@@ -432,18 +469,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "trace); no report was written or changed."
             )
         status, error = EXIT_FAILURE, _error(message, verbose=options["verbose"])
-    if options.get("summary_json"):
-        _write_summary(options["summary_json"], options.get("summary", {}), status, error)
-    return status
+    return status, error
 
 
-def _write_summary(path: str, summary: dict[str, Any], status: int, error: str | None) -> None:
+def _write_summary(path: str, text: str) -> None:
     """The JSON summary, written whole or not at all (a temporary file renamed over it)."""
-    document = {"exit_status": status, "run_status": "error", "error": error, **summary}
     target = Path(path)
     temporary = target.with_name(f".{target.name}.tmp")
     try:
-        temporary.write_text(json.dumps(document, indent=2, default=str) + "\n", encoding="utf-8")
+        temporary.write_text(text, encoding="utf-8")
         os.replace(temporary, target)
     except OSError as exc:
         click.echo(f"warning: --summary-json {path}: {exc.strerror or exc}", err=True)

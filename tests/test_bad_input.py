@@ -824,6 +824,11 @@ def test_the_summary_json_of_a_rejected_job_names_the_error(tmp_path: Path, caps
     assert status == 2 and len(err.splitlines()) == 1, err
     summary = json.loads(summary_path.read_text())
     assert summary == {"exit_status": 2, "run_status": "error", "error": err[len("error: ") : -1]}
+    # --json (before or after the command): the same document on stdout, nothing else there
+    for argv in (["--json", "evaluate", "--config", str(missing)], ["evaluate", "--json"]):
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert "rror: " in err and json.loads(out)["exit_status"] == 2, (out, err)
 
 
 def test_no_stack_trace_on_stderr(tmp_path: Path, committed_reports: Path) -> None:

@@ -196,14 +196,15 @@ def test_reconsumed_test_items_fail_the_heldout_check_and_the_job_exits_1(
 
     summary_path = tmp_path / "summary.json"
     status = main(
-        ["evaluate", "--config", str(config_path), "--quiet", "--summary-json", str(summary_path)]
+        ["evaluate", "--config", str(config_path), "--json", "--summary-json", str(summary_path)]
     )
 
     assert status == 1
     out, err = capsys.readouterr()
     assert "heldout_not_in_train" in err
-    assert " started" not in out and " done in " not in out, out  # --quiet: no progress lines
+    assert " split started" in err and " done in " in err, err  # --json: progress on stderr
     summary = json.loads(summary_path.read_text())
+    assert json.loads(out) == summary  # --json: stdout is the document alone
     assert (summary["exit_status"], summary["run_status"], summary["error"]) == (
         1,
         "failed_checks",

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     )
     from receval_spark.config import JobConfig, SessionJobConfig
     from receval_spark.errors import ConfigError, InputError
+    from receval_spark.extensions import register_metric
 
 __all__ = [
     "Commit",
@@ -37,11 +38,13 @@ __all__ = [
     "evaluate",
     "evaluate_sessions",
     "read_reports",
+    "register_metric",
     "render_report",
     "write_reports",
 ]
 _MODULES = {"ConfigError": "errors", "InputError": "errors", "JobConfig": "config"}
 _MODULES["SessionJobConfig"] = "config"
+_MODULES["register_metric"] = "extensions"
 
 
 def __getattr__(name: str) -> Any:

@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from receval_spark import registry
+from receval_spark import extensions, registry
 from receval_spark.errors import ConfigError
 
 
@@ -116,6 +116,22 @@ class InteractionsSource(_FileSource):
     timestamp_unit: Literal["s", "ms"] = "s"
 
 
+# the columns custom metrics see before any item attribute (receval_spark.metrics.custom)
+RANKED_LIST_COLUMNS = (
+    "model",
+    "user_id",
+    "k",
+    "rank",
+    "item_id",
+    "score",
+    "relevant",
+    "grade",
+    "n_relevant",
+    "categories",
+    "embedding",
+)
+
+
 class ItemColumns(_Strict):
     """``category``: a delimited string or array column, or a list of 0/1 flag columns
     (each column's name is its category)."""
@@ -123,11 +139,43 @@ class ItemColumns(_Strict):
     item: str = "item_id"
     category: str | list[str] | None = None
     embedding: str | None = None
+    # further columns handed to custom metrics under their own names (e.g. price, provider)
+    attributes: list[str] = Field(default_factory=list)
+
+    @field_validator("attributes")
+    @classmethod
+    def _new_names(cls, names: list[str]) -> list[str]:
+        taken = sorted(set(names) & set(RANKED_LIST_COLUMNS))
+        if taken or len(set(names)) < len(names):
+            raise ValueError(
+                f"attribute names must be unique and not one of the ranked-list table's "
+                f"columns {list(RANKED_LIST_COLUMNS)} (clash: {taken or 'a repeated name'}); "
+                "rename the column in the table"
+            )
+        return names
 
 
 class ItemsSource(_FileSource):
     columns: ItemColumns = Field(default_factory=ItemColumns)
     category_separator: str | None = None
+
+
+class UserSegmentColumns(_Strict):
+    user: str = "user_id"
+    segment: str = "segment"
+
+
+class UserSegmentsSource(_FileSource):
+    """A table mapping users to named segments (e.g. market, tier): every metric gets rows
+    ``segment = <name>=<value>`` (``name`` defaults to the segment column's), evaluated users
+    without a row ``<name>=unassigned``; a user with several rows is in each of them."""
+
+    columns: UserSegmentColumns = Field(default_factory=UserSegmentColumns)
+    name: str | None = Field(default=None, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")
+
+    @property
+    def label(self) -> str:
+        return self.name or self.columns.segment
 
 
 class ImpressionColumns(_Strict):
@@ -316,7 +364,7 @@ class AlertRule(_Strict):
     over the last ``window`` dates that committed per_user rows, is also worse and significant
     after Holm (needs output.per_user)."""
 
-    metric: MetricName
+    metric: str  # a metric the run computes (custom ones included): checked by the job config
     k: int | None = 10
     segment: str = "all"
     max_relative_drop: float = Field(default=0.05, gt=0.0, lt=1.0)
@@ -360,6 +408,37 @@ class OffPolicyConfig(_Strict):
     clip: float = Field(default=10.0, gt=0.0, allow_inf_nan=False)
 
 
+class CustomMetricConfig(_Strict):
+    """A user-defined per-user metric (receval_spark.extensions): the function at ``path``
+    (``package.module:function``), or without ``path`` the one registered from Python under
+    ``name`` (``receval_spark.register_metric``, whose properties then apply)."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    path: str | None = None
+    bounds: tuple[float, float] = (0.0, 1.0)
+    larger_is_better: bool = True
+    k: bool = True  # one value per cut-off; false: one value over each user's whole list
+
+    def resolved(self) -> extensions.CustomMetric:
+        """The checked metric (importing ``path``); ValueError naming the problem."""
+        if self.path is None:
+            found = extensions.registered(self.name)
+            if found is None:
+                raise ValueError(
+                    f"{self.name!r} is not registered; register it with "
+                    "receval_spark.register_metric before evaluating, or give its path "
+                    "(package.module:function)"
+                )
+            return found
+        return extensions.custom_metric(
+            self.name,
+            extensions.import_function(self.path),
+            bounds=self.bounds,
+            larger_is_better=self.larger_is_better,
+            k=self.k,
+        )
+
+
 class EvaluationConfig(_Strict):
     k: list[Annotated[int, Field(ge=1, le=1000)]] = Field(default_factory=lambda: [5, 10, 20])
     protocol: list[str] = Field(default_factory=lambda: ["full"])
@@ -384,6 +463,8 @@ class EvaluationConfig(_Strict):
     embeddings: EmbeddingsConfig = Field(default_factory=EmbeddingsConfig)
     serendipity: SerendipityConfig = Field(default_factory=SerendipityConfig)
     off_policy: OffPolicyConfig | None = None  # defaults apply when data.impressions is given
+    custom_metrics: list[CustomMetricConfig] = Field(default_factory=list)
+    user_segments: UserSegmentsSource | None = None
 
     @field_validator("k")
     @classmethod
@@ -618,6 +699,7 @@ class JobConfig(_Strict):
                 f"models: {LOGGING_POLICY!r} names the logging policy in off_policy/ when "
                 "data.impressions is given; rename that model"
             )
+        self._define_custom_metrics()
         for i, rule in enumerate(self.evaluation.alerts):
             _check_alert(
                 i,
@@ -633,18 +715,31 @@ class JobConfig(_Strict):
                 )
         return self
 
+    def _define_custom_metrics(self) -> None:
+        """Resolve evaluation.custom_metrics (unique names; each importable, callable with the
+        ranked-list table, not named like a built-in) and make their definitions known."""
+        names = [m.name for m in self.evaluation.custom_metrics]
+        for i, entry in enumerate(self.evaluation.custom_metrics):
+            if names.count(entry.name) > 1:
+                raise ValueError(f"evaluation.custom_metrics.{i}: {entry.name!r} is repeated")
+            try:
+                registry.define_custom(entry.resolved().metric)
+            except ValueError as exc:
+                raise ValueError(f"evaluation.custom_metrics.{i}: {exc}") from None
+
     def _reported_metrics(self) -> list[str]:
-        """The metrics the ranking task reports: evaluation.metrics, under a peer's
-        definitions only the accuracy metrics that peer defines."""
+        """The metrics the ranking task reports: evaluation.metrics (under a peer's
+        definitions only the accuracy metrics that peer defines) and the custom metrics."""
         settings = self.evaluation
+        custom = [m.name for m in settings.custom_metrics]
         if settings.definitions == "receval":
-            return list(settings.metrics)
+            return [*settings.metrics, *custom]
         ranking = registry.definitions()
         return [
             m
             for m in settings.metrics
             if ranking[m].family != "accuracy" or ranking[m].peer_defined
-        ]
+        ] + custom
 
     def _reported_segments(self, metric: str) -> list[str]:
         """The segments of ``metric``'s rows: all and the user segments; the item segments
@@ -657,6 +752,8 @@ class JobConfig(_Strict):
                 names += [f"activity=q{q}" for q in range(1, 5)]
             elif registry.definitions()[metric].family == "accuracy":
                 names += ["items=head", "items=tail"]
+        if self.evaluation.user_segments is not None:
+            names.append(f"{self.evaluation.user_segments.label}=*")  # any value of the table
         return names
 
     def _check_models(self) -> None:
@@ -893,7 +990,9 @@ def _check_alert(
         raise ValueError(
             f"{where}: k {rule.k} is not one of evaluation.k {ks}; add it there or change the rule"
         )
-    if rule.segment not in segments:
+    if rule.segment not in segments and not any(
+        s.endswith("=*") and rule.segment.startswith(s[:-1]) for s in segments
+    ):
         raise ValueError(
             f"{where}: segment {rule.segment!r} is not computed for {rule.metric} by this run "
             f"(computed: {segments}); add its segment to evaluation.segments or change the rule"

@@ -33,6 +33,7 @@ from receval_spark.config import (
     ItemColumns,
     RecommendationColumns,
     SessionPredictionColumns,
+    UserSegmentColumns,
 )
 from receval_spark.errors import InputError
 
@@ -300,7 +301,8 @@ def canonical_items(
     item_type: T.DataType,
     source: str,
 ) -> DataFrame:
-    """Map item metadata to (item_id, categories array<string>, embedding array<double>).
+    """Map item metadata to (item_id, categories array<string>, embedding array<double>,
+    *attributes) (attributes: further columns for custom metrics, kept as they are).
 
     Categories come from a ``separator``-delimited string, an array column, or a list of 0/1
     flag columns (the column name is the category). Several rows for one item are merged (union
@@ -315,6 +317,7 @@ def canonical_items(
             "category": single,
             "embedding": columns.embedding,
             **{f"category[{i}]": name for i, name in enumerate(flags)},
+            **{f"attributes[{i}]": name for i, name in enumerate(columns.attributes)},
         },
         source=source,
     )
@@ -349,6 +352,7 @@ def canonical_items(
         F.col(columns.item).try_cast(item_type).alias(ITEM),
         categories.alias("categories"),
         embedding.alias("embedding"),
+        *[F.col(f"`{name}`") for name in columns.attributes],
     )
     counts = _count_where(
         mapped,
@@ -362,7 +366,30 @@ def canonical_items(
     return mapped.groupBy(ITEM).agg(
         F.array_distinct(F.flatten(F.collect_list("categories"))).alias("categories"),
         F.first("embedding", ignorenulls=True).alias("embedding"),
+        *[F.first(f"`{name}`", ignorenulls=True).alias(name) for name in columns.attributes],
     )
+
+
+UNASSIGNED = "unassigned"  # the value of users without a segment in a user-segment table
+
+
+def canonical_user_segments(
+    raw: DataFrame, *, columns: UserSegmentColumns, label: str, user_type: T.DataType, source: str
+) -> DataFrame:
+    """Map a user-segment table to distinct (user_id, segment ``<label>=<value>``); a null
+    value is the segment ``<label>=unassigned``. InputError for null or mistyped user ids."""
+    require_columns(raw, {"user": columns.user, "segment": columns.segment}, source=source)
+    value = F.coalesce(F.col(f"`{columns.segment}`").cast("string"), F.lit(UNASSIGNED))
+    mapped = raw.select(
+        F.col(f"`{columns.user}`").try_cast(user_type).alias(USER),
+        F.concat(F.lit(f"{label}="), value).alias("segment"),
+    )
+    counts = _count_where(
+        mapped,
+        {f"{columns.user} (user id) has null or mistyped values": F.col(USER).isNull()},
+    )
+    _raise_on_counts(counts, source=source, fix="give every row a user id of the log's type")
+    return mapped.distinct()
 
 
 def _not_finite(name: str) -> Column:

@@ -25,7 +25,7 @@ UNBOUNDED: Bounds = (-math.inf, math.inf)
 UNIT: Bounds = (0.0, 1.0)
 NON_NEGATIVE: Bounds = (0.0, math.inf)
 
-Family = Literal["accuracy", "beyond", "rating", "session"]
+Family = Literal["accuracy", "beyond", "rating", "session", "custom"]
 Scope = Literal["user", "group"]
 Display = Literal["proportion", "percent"]
 SESSION_PROTOCOL = "session"
@@ -336,6 +336,18 @@ HEADLINE_METRICS = ("ndcg", "map", "recall", "precision", "mrr", "rmse", "mae")
 
 _RANKING = MappingProxyType({m.name: m for m in METRICS if m.family != "session"})
 _SESSION = MappingProxyType({m.name: m for m in METRICS if m.family == "session"})
+BUILT_IN_NAMES = frozenset(m.name for m in METRICS)
+
+# user-defined metrics (family custom, ranking protocols) of the jobs validated in this process,
+# by name (receval_spark.extensions); a name's latest definition wins
+_CUSTOM: dict[str, Metric] = {}
+
+
+def define_custom(metric: Metric) -> None:
+    """Make a user-defined metric's definition known to every reader of :func:`definitions`."""
+    if metric.name in BUILT_IN_NAMES or metric.family != "custom":
+        raise ValueError(f"{metric.name!r}: only a custom metric with a new name can be defined")
+    _CUSTOM[metric.name] = metric
 
 
 def family(name: Family) -> tuple[Metric, ...]:
@@ -350,5 +362,8 @@ def names(name: Family) -> tuple[str, ...]:
 
 def definitions(protocol: str = "full") -> Mapping[str, Metric]:
     """The metrics a ``metrics`` row of ``protocol`` can hold, by name: the session family
-    under ``session``; accuracy, beyond and rating under ``full`` and ``sampled_<N>``."""
-    return _SESSION if protocol == SESSION_PROTOCOL else _RANKING
+    under ``session``; accuracy, beyond, rating and the custom metrics defined in this process
+    under ``full`` and ``sampled_<N>``."""
+    if protocol == SESSION_PROTOCOL:
+        return _SESSION
+    return MappingProxyType({**_RANKING, **_CUSTOM}) if _CUSTOM else _RANKING

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from receval_spark import registry
 from receval_spark.columns import ITEM, TIMESTAMP, USER
 from receval_spark.config import ExternalModel, JobConfig
 from receval_spark.expressions import iso_micros, to_micros
@@ -82,6 +83,28 @@ def oracle_check(name: str, rows: Sequence[MetricRow]) -> Check:
     if not ndcg:
         bad, detail = [name], "no NDCG rows for the oracle (add ndcg to evaluation.metrics)"
     return Check(f"oracle_ndcg[{name}]", not bad, detail)
+
+
+def custom_bounds_check(config: JobConfig, rows: Sequence[MetricRow]) -> Check:
+    """``custom_metric_bounds``: every mean of a custom metric lies within its declared
+    bounds (a mean outside them means the function or the bounds are wrong)."""
+    definitions = registry.definitions()
+    bad = []
+    for r in sorted(rows, key=lambda r: (r.metric, r.model, r.segment, r.k or 0)):
+        custom = definitions.get(r.metric)
+        if custom is None or custom.family != "custom" or r.value is None:
+            continue
+        low, high = custom.bounds
+        if not low <= r.value <= high:
+            at = f"@{r.k}" if r.k is not None else ""
+            bad.append(f"{r.metric}{at} of {r.model} on {r.segment} = {r.value:.6g}")
+    names = [m.name for m in config.evaluation.custom_metrics]
+    detail = (
+        "outside the declared bounds: " + "; ".join(bad[:5]) + (" ..." if len(bad) > 5 else "")
+        if bad
+        else f"{', '.join(names)} within their bounds"
+    )
+    return Check("custom_metric_bounds", not bad, detail)
 
 
 def heldout_check(truth: DataFrame, seen: DataFrame) -> Check:
@@ -229,6 +252,8 @@ def run_checks(
     if accuracy is not None and config.evaluation.definitions != "recommenders":
         checks.append(same_users_check(accuracy, evaluated))
     checks.append(list_coverage_check(config, coverage, n_users))
+    if config.evaluation.custom_metrics:
+        checks.append(custom_bounds_check(config, rows))
     return checks
 
 

@@ -27,6 +27,7 @@ from receval_spark.config import (
     JobConfig,
     ModelConfig,
     PopularityModel,
+    UserSegmentsSource,
     _FileSource,
     hyperparameter_grid,
     sampled_negatives,
@@ -34,10 +35,12 @@ from receval_spark.config import (
 from receval_spark.errors import InputError
 from receval_spark.expressions import iso_micros
 from receval_spark.inputs import (
+    UNASSIGNED,
     canonical_impressions,
     canonical_interactions,
     canonical_items,
     canonical_recommendations,
+    canonical_user_segments,
     validate_impressions,
     validate_interactions,
     validate_recommendations,
@@ -59,6 +62,7 @@ from receval_spark.metrics.beyond import (
 )
 from receval_spark.metrics.compare import compare_run
 from receval_spark.metrics.compat import COMPAT_METRICS, compatible_per_user
+from receval_spark.metrics.custom import custom_per_user, ranked_list_table
 from receval_spark.metrics.offpolicy import (
     CLUSTER,
     ESTIMATORS,
@@ -111,13 +115,15 @@ class Inputs:
     items: DataFrame | None = None
     impressions: DataFrame | None = None
     recommendations: dict[str, DataFrame] = dataclasses.field(default_factory=dict)
+    user_segments: DataFrame | None = None  # (user_id, segment) of evaluation.user_segments
 
 
 def read_inputs(
     spark: SparkSession, config: JobConfig, given: Mapping[str, DataFrame] | None = None
 ) -> Inputs:
     """Read (or take from ``given``, keyed ``data.interactions``, ``data.items``,
-    ``data.impressions``, ``models.<name>``), map and validate every input of the config."""
+    ``data.impressions``, ``models.<name>``, ``evaluation.user_segments``), map and validate
+    every input of the config."""
     given = given or {}
 
     def table(key: str, source: _FileSource) -> DataFrame:
@@ -148,7 +154,32 @@ def read_inputs(
             for m in config.models
             if isinstance(m, ExternalModel)
         },
+        user_segments=(
+            load_user_segments(
+                table("evaluation.user_segments", segments), segments, interactions=interactions
+            )
+            if (segments := config.evaluation.user_segments) is not None
+            else None
+        ),
     )
+
+
+def load_user_segments(
+    raw: DataFrame, source: UserSegmentsSource, *, interactions: DataFrame
+) -> DataFrame:
+    """Map and validate a user-segment table as (user_id, segment ``<name>=<value>``),
+    persisted."""
+    key = "evaluation.user_segments"
+    with reading(key, source):
+        return persist(
+            canonical_user_segments(
+                raw,
+                columns=source.columns,
+                label=source.label,
+                user_type=interactions.schema[USER].dataType,
+                source=key,
+            )
+        )
 
 
 def load_interactions(raw: DataFrame, source: InteractionsSource) -> DataFrame:
@@ -293,7 +324,7 @@ def evaluate(config: JobConfig, inputs: Inputs, *, clock: StageClock | None = No
     summary = {**describe_split(split), "filter_seen": settings.filter_seen}
     if config.task == "rating_prediction":
         return evaluate_ratings(config, split, summary, clock)
-    population = evaluated_population(config, split, summary)
+    population = evaluated_population(config, split, summary, named=inputs.user_segments)
     clock.note(users=population.n_users)
     clock.start("tune")
     chosen, tuning = choose_models(config, split)
@@ -303,6 +334,8 @@ def evaluate(config: JobConfig, inputs: Inputs, *, clock: StageClock | None = No
     clock.start("accuracy")
     models = ranked.sparkSession.createDataFrame([(m.name,) for m in config.models], "model string")
     accuracy = accuracy_per_user(ranked, population, models=models, settings=settings)
+    custom = custom_metrics_per_user(config, inputs, ranked, population, models=models)
+    accuracy = union_all([f for f in (accuracy, custom) if f is not None])
     rows = _macro_rows(accuracy) if accuracy is not None else []
     sampled = {
         protocol: sampled_protocol(
@@ -377,9 +410,17 @@ class Population:
     catalogue: DataFrame
 
 
-def evaluated_population(config: JobConfig, split: Split, summary: dict[str, Any]) -> Population:
+def evaluated_population(
+    config: JobConfig,
+    split: Split,
+    summary: dict[str, Any],
+    *,
+    named: DataFrame | None = None,
+) -> Population:
     """The evaluated users of the split (DESIGN §3); raises InputError when there are none.
-    Records the activity quartiles in ``summary`` when the activity segment is on."""
+    Records the activity quartiles in ``summary`` when the activity segment is on. ``named``:
+    (user_id, segment) of a user-segment table; an evaluated user without a row there is in
+    ``<name>=unassigned``."""
     settings = config.evaluation
     history = persist(split.history)
     truth = persist(relevant_items(split.test, config.relevance))
@@ -398,7 +439,11 @@ def evaluated_population(config: JobConfig, split: Split, summary: dict[str, Any
         truth=truth,
         users=users,
         n_users=n_users,
-        segments=persist(user_segments(users, history, segments=settings.segments)),
+        segments=persist(
+            _with_named(
+                user_segments(users, history, segments=settings.segments), users, named, config
+            )
+        ),
         seen=persist(history.select(USER, ITEM).distinct()) if settings.filter_seen else None,
         catalogue=persist(item_statistics(history)),
     )
@@ -435,6 +480,20 @@ def rank_models(
             rank_candidates(s.candidates(users), k=k, seen=seen).withColumn("model", F.lit(name))
             for name, s in scorers.items()
         ]
+    )
+
+
+def _with_named(
+    segments: DataFrame, users: DataFrame, named: DataFrame | None, config: JobConfig
+) -> DataFrame:
+    """``segments`` and, for each evaluated user, their segments of the user-segment table."""
+    source = config.evaluation.user_segments
+    if named is None or source is None:
+        return segments
+    unassigned = F.lit(f"{source.label}={UNASSIGNED}")
+    joined = users.join(named, on=USER, how="left")
+    return segments.unionByName(
+        joined.select(USER, F.coalesce(F.col("segment"), unassigned).alias("segment"))
     )
 
 
@@ -801,6 +860,38 @@ def accuracy_per_user(
     return persist(
         to_long(by_user.unionByName(by_item), metrics=metrics, keys=["model", "segment", USER, "k"])
     )
+
+
+def custom_metrics_per_user(
+    config: JobConfig,
+    inputs: Inputs,
+    ranked: DataFrame,
+    population: Population,
+    *,
+    models: DataFrame,
+) -> DataFrame | None:
+    """(model, segment, user_id, k, metric, value) of the configured custom metrics by user
+    segment, persisted; None without custom metrics (receval_spark.metrics.custom)."""
+    settings = config.evaluation
+    if not settings.custom_metrics:
+        return None
+    items = config.data.items
+    table = ranked_list_table(
+        ranked,
+        population.truth,
+        ks=settings.k,
+        items=inputs.items,
+        attributes=items.columns.attributes if items is not None else (),
+    )
+    scores = custom_per_user(
+        table,
+        users=population.users,
+        models=models,
+        metrics=[m.resolved() for m in settings.custom_metrics],
+        ks=settings.k,
+    )
+    assert scores is not None  # at least one custom metric
+    return persist(scores.join(population.segments, on=USER))
 
 
 def _beyond_inputs(

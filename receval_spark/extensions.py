@@ -1,0 +1,137 @@
+"""User-defined metrics: registered from Python (:func:`register_metric`) or named in the config
+by import path (``evaluation.custom_metrics``), then computed and reported like the built-in
+per-user metrics. Pure Python: importable before a Spark session exists (config.py checks a
+configured metric without Spark).
+
+A metric is a function of one argument, the ranked-list table (``receval_spark.metrics.custom``
+describes its columns), returning either an aggregate Column, evaluated once per (model, user,
+k), or a DataFrame of (model, user_id, k, value).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from receval_spark import registry
+from receval_spark.registry import Bounds, Metric
+
+MetricFunction = Callable[[Any], Any]  # DataFrame -> Column | DataFrame (no Spark import here)
+
+
+@dataclass(frozen=True)
+class CustomMetric:
+    """A user-defined per-user metric: its registry definition and the function computing it."""
+
+    metric: Metric
+    function: MetricFunction
+
+
+_REGISTERED: dict[str, CustomMetric] = {}
+
+
+def register_metric(
+    name: str,
+    function: MetricFunction | None = None,
+    *,
+    bounds: Bounds = registry.UNIT,
+    larger_is_better: bool = True,
+    k: bool = True,
+) -> Any:
+    """Register ``function`` as the per-user metric ``name`` (also usable as a decorator:
+    ``@register_metric("revenue_hit")``); a job computes it when its config names it in
+    ``evaluation.custom_metrics``. ``bounds``: the range of a user's value (intervals stay
+    inside it; a mean outside it fails the run's ``custom_metric_bounds`` check);
+    ``larger_is_better``: the direction alerts watch; ``k``: one value per cut-off (else one
+    value over each user's whole list, k null). Its docstring is its formula in the reports'
+    documentation. Registering a name again replaces it."""
+
+    def register(f: MetricFunction) -> MetricFunction:
+        _REGISTERED[name] = custom_metric(
+            name, f, bounds=bounds, larger_is_better=larger_is_better, k=k
+        )
+        return f
+
+    return register if function is None else register(function)
+
+
+def registered(name: str) -> CustomMetric | None:
+    """The metric registered from Python under ``name``, if any."""
+    return _REGISTERED.get(name)
+
+
+def custom_metric(
+    name: str,
+    function: MetricFunction,
+    *,
+    bounds: Bounds,
+    larger_is_better: bool,
+    k: bool,
+) -> CustomMetric:
+    """A checked custom metric; ValueError naming the problem when the name clashes with a
+    built-in metric, the bounds are empty or the function does not take one argument."""
+    if name in registry.BUILT_IN_NAMES:
+        raise ValueError(
+            f"{name!r} is the name of a built-in metric; give the custom metric another name"
+        )
+    low, high = bounds
+    if not low < high:
+        raise ValueError(
+            f"bounds {list(bounds)} of {name!r} are empty; give [low, high], low < high"
+        )
+    _check_signature(name, function)
+    formula = inspect.getdoc(function) or f"user-defined ({_qualified(function)})"
+    metric = Metric(
+        name=name,
+        family="custom",
+        scope="user",
+        formula=formula.splitlines()[0],
+        bounds=(float(low), float(high)),
+        larger_is_better=larger_is_better,
+        has_k=k,
+    )
+    return CustomMetric(metric=metric, function=function)
+
+
+def import_function(path: str) -> MetricFunction:
+    """The function at ``package.module:attribute``; ValueError naming what is missing."""
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"path {path!r}: write it as package.module:function")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(
+            f"path {path!r}: module {module_name!r} cannot be imported ({exc}); install it or "
+            "put it on the PYTHONPATH (on a cluster: ship it with --py-files)"
+        ) from exc
+    function = getattr(module, attribute, None)
+    if function is None or not callable(function):
+        raise ValueError(f"path {path!r}: module {module_name!r} has no function {attribute!r}")
+    return function  # type: ignore[no-any-return]
+
+
+def _check_signature(name: str, function: MetricFunction) -> None:
+    """One positional parameter (the ranked-list table); any others must have defaults."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):  # builtins without a signature
+        return
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    required = [
+        p for p in parameters if p.default is inspect.Parameter.empty and p.kind != p.VAR_KEYWORD
+    ]
+    if len(required) != 1 or required[0].kind not in positional:
+        raise ValueError(
+            f"the function of {name!r} ({_qualified(function)}) takes "
+            f"({', '.join(p.name for p in parameters)}); it must take one argument, the "
+            "ranked-list table, and return a Column or a DataFrame"
+        )
+
+
+def _qualified(function: MetricFunction) -> str:
+    module = getattr(function, "__module__", "?")
+    return f"{module}:{getattr(function, '__qualname__', repr(function))}"

@@ -1,0 +1,114 @@
+"""User-defined metrics and user segments on the crafted log, by hand: a Column metric read
+by import path, a DataFrame metric registered from Python, a segment table with an unassigned
+user; a failing function and a mean outside the declared bounds."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from helpers import crafted_job_config, crafted_log
+
+import receval_spark as rv
+from receval_spark import extensions
+
+# ext recommends each user's relevant test item 100 + u (price u), then item 200 (price 10,
+# provider p0); popularity only train items (price 1, provider p1), never relevant
+EXT = pd.DataFrame(
+    [(u, 100 + u, 1.0) for u in range(1, 7)] + [(u, 200, 0.5) for u in range(1, 7)],
+    columns=["user_id", "item_id", "score"],
+)
+ITEMS = pd.DataFrame(
+    [(i, 1.0, "p1") for i in range(10, 43)]
+    + [(100 + u, float(u), "p1") for u in range(1, 7)]
+    + [(200, 10.0, "p0")],
+    columns=["item_id", "price", "provider"],
+)
+TIERS = pd.DataFrame(
+    [(1, "gold"), (2, "gold"), (3, "silver"), (4, "silver"), (5, "gold")],
+    columns=["user_id", "tier"],
+)
+
+
+@pytest.fixture
+def job(tmp_path):
+    raw = crafted_job_config(
+        tmp_path,
+        crafted_log(reconsumed=False),
+        [{"name": "popularity", "kind": "popularity"}, {"name": "ext", "kind": "external"}],
+    )
+    ITEMS.to_parquet(tmp_path / "items.parquet", index=False)
+    TIERS.to_parquet(tmp_path / "tiers.parquet", index=False)
+    raw["data"]["items"] = {
+        "path": str(tmp_path / "items.parquet"),
+        "columns": {"item": "item_id", "attributes": ["price", "provider"]},
+    }
+    raw["evaluation"]["user_segments"] = {
+        "path": str(tmp_path / "tiers.parquet"),
+        "columns": {"user": "user_id", "segment": "tier"},
+    }
+    raw["evaluation"]["custom_metrics"] = [
+        {"name": "revenue_hit", "path": "custom_metrics:revenue_hit"},
+        {"name": "provider_share"},
+    ]
+    return raw
+
+
+@pytest.fixture
+def registered():
+    import custom_metrics
+
+    rv.register_metric("provider_share", custom_metrics.provider_share, larger_is_better=False)
+    yield
+    extensions._REGISTERED.pop("provider_share")
+
+
+def values(result, metric: str) -> dict:
+    rows = result.metrics.filter(f"metric = '{metric}'").collect()
+    return {(r.model, r.segment): (r.value, r.n_users) for r in rows}
+
+
+def test_custom_metrics_and_user_segments_by_hand(spark, job, registered, restore_sql_conf):
+    """revenue_hit@2 of ext for user u is u / (u + 10) (users 1-6), of popularity 0;
+    provider_share@2 is 0.5 for ext, 0 for popularity. Tiers: gold = users 1, 2, 5; silver
+    3, 4; user 6 has no row: tier=unassigned."""
+    result = rv.evaluate(spark, job, recommendations={"ext": spark.createDataFrame(EXT)})
+
+    revenue = values(result, "revenue_hit")
+    share = [u / (u + 10) for u in range(1, 7)]
+    assert revenue[("ext", "all")] == (pytest.approx(sum(share) / 6, abs=1e-15), 6)
+    assert revenue[("ext", "warm")][0] == pytest.approx(sum(share[:4]) / 4, abs=1e-15)
+    assert revenue[("ext", "tier=gold")] == (pytest.approx((share[0] + share[1] + share[4]) / 3), 3)
+    assert revenue[("ext", "tier=silver")][1] == 2
+    assert revenue[("ext", "tier=unassigned")] == (pytest.approx(share[5]), 1)
+    assert revenue[("popularity", "all")] == (0.0, 6)
+    provider = values(result, "provider_share")
+    assert provider[("ext", "all")] == (0.5, 6) and provider[("popularity", "all")] == (0.0, 6)
+    ndcg = values(result, "ndcg")  # the built-in metrics get the tier rows too
+    assert ndcg[("ext", "tier=gold")] == (1.0, 3)
+
+    row = result.metrics.filter("metric = 'revenue_hit' AND model = 'ext' AND segment = 'all'")
+    low, high = row.select("ci_low", "ci_high").first()
+    assert 0.0 <= low < sum(share) / 6 < high <= 1.0  # a t-interval inside the bounds
+    compared = result.comparisons.filter("metric = 'revenue_hit' AND segment = 'all'").first()
+    assert (compared.model, compared.baseline) == ("ext", "popularity")
+    assert compared.mean_diff == pytest.approx(sum(share) / 6) and compared.p_holm < 0.05
+    assert {c.name: c.passed for c in result.outcome.checks}["custom_metric_bounds"]
+
+
+def test_a_mean_outside_the_declared_bounds_fails_a_check(spark, job, restore_sql_conf):
+    job["evaluation"]["custom_metrics"] = [
+        {"name": "mean_rank", "path": "custom_metrics:mean_rank"}
+    ]
+    result = rv.evaluate(spark, job, recommendations={"ext": spark.createDataFrame(EXT)})
+
+    (check,) = [c for c in result.outcome.checks if c.name == "custom_metric_bounds"]
+    assert not check.passed
+    assert "mean_rank@2 of ext on all = 1.5" in check.detail
+
+
+def test_a_function_failing_on_the_table_is_one_input_error(spark, job, restore_sql_conf):
+    job["evaluation"]["custom_metrics"] = [
+        {"name": "misspelled", "path": "custom_metrics:misspelled"}
+    ]
+    with pytest.raises(rv.InputError, match=r"evaluation.custom_metrics 'misspelled': its func"):
+        rv.evaluate(spark, job, recommendations={"ext": spark.createDataFrame(EXT)})

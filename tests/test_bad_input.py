@@ -468,6 +468,78 @@ CASES = [
         spark=False,
     ),
     Bad(
+        "custom_metric_module_missing",
+        sets("evaluation.custom_metrics=[{name: rev, path: 'no_such_module:rev'}]"),
+        ("evaluation.custom_metrics.0", "module 'no_such_module' cannot be imported"),
+        spark=False,
+    ),
+    Bad(
+        "custom_metric_function_missing",
+        sets("evaluation.custom_metrics=[{name: rev, path: 'custom_metrics:nothing'}]"),
+        ("evaluation.custom_metrics.0", "has no function 'nothing'"),
+        spark=False,
+    ),
+    Bad(
+        "custom_metric_path_without_function",
+        sets("evaluation.custom_metrics=[{name: rev, path: custom_metrics}]"),
+        ("evaluation.custom_metrics.0", "write it as package.module:function"),
+        spark=False,
+    ),
+    Bad(
+        "custom_metric_wrong_signature",
+        sets("evaluation.custom_metrics=[{name: two, path: 'custom_metrics:two_arguments'}]"),
+        ("evaluation.custom_metrics.0", "takes (lists, other)", "must take one argument"),
+        spark=False,
+    ),
+    Bad(
+        "custom_metric_named_like_a_built_in",
+        sets("evaluation.custom_metrics=[{name: ndcg, path: 'custom_metrics:revenue_hit'}]"),
+        ("evaluation.custom_metrics.0", "'ndcg' is the name of a built-in metric"),
+        spark=False,
+    ),
+    Bad(
+        "custom_metric_not_registered",
+        sets("evaluation.custom_metrics=[{name: nowhere}]"),
+        ("evaluation.custom_metrics.0", "'nowhere' is not registered", "register_metric"),
+        spark=False,
+    ),
+    Bad(
+        "custom_metric_repeated",
+        sets(
+            "evaluation.custom_metrics=[{name: r, path: 'custom_metrics:revenue_hit'}, "
+            "{name: r, path: 'custom_metrics:mean_rank'}]"
+        ),
+        ("evaluation.custom_metrics.0", "'r' is repeated"),
+        spark=False,
+    ),
+    Bad(
+        "custom_metric_empty_bounds",
+        sets(
+            "evaluation.custom_metrics=[{name: r, path: 'custom_metrics:revenue_hit', "
+            "bounds: [1, 0]}]"
+        ),
+        ("evaluation.custom_metrics.0", "bounds [1.0, 0.0] of 'r' are empty"),
+        spark=False,
+    ),
+    Bad(
+        "alert_on_a_custom_metric_not_configured",
+        sets("evaluation.alerts=[{metric: revenue_hit, k: 5}]"),
+        ("evaluation.alerts.0", "metric 'revenue_hit' is not computed by this run"),
+        spark=False,
+    ),
+    Bad(
+        "user_segments_column_missing",
+        edits(
+            lambda c: c["evaluation"].update(
+                user_segments={
+                    "path": c["data"]["interactions"]["path"],
+                    "columns": {"user": "user_id", "segment": "tier"},
+                }
+            )
+        ),
+        ("evaluation.user_segments", "column 'tier' (mapped as segment) is missing"),
+    ),
+    Bad(
         "alert_against_a_window_without_a_test",
         sets("evaluation.alerts=[{metric: ndcg, k: 5, against: window}]"),
         ("evaluation.alerts.0.against", "set significance"),

@@ -418,6 +418,7 @@ class CustomMetricConfig(_Strict):
     bounds: tuple[float, float] = (0.0, 1.0)
     larger_is_better: bool = True
     k: bool = True  # one value per cut-off; false: one value over each user's whole list
+    scope: Literal["user", "group"] = "user"  # group: over all lists of a group, like coverage
 
     def resolved(self) -> extensions.CustomMetric:
         """The checked metric (importing ``path``); ValueError naming the problem."""
@@ -436,6 +437,7 @@ class CustomMetricConfig(_Strict):
             bounds=self.bounds,
             larger_is_better=self.larger_is_better,
             k=self.k,
+            scope=self.scope,
         )
 
 

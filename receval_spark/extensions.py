@@ -1,11 +1,13 @@
 """User-defined metrics: registered from Python (:func:`register_metric`) or named in the config
 by import path (``evaluation.custom_metrics``), then computed and reported like the built-in
-per-user metrics. Pure Python: importable before a Spark session exists (config.py checks a
-configured metric without Spark).
+metrics. Pure Python: importable before a Spark session exists (config.py checks a configured
+metric without Spark).
 
-A metric is a function of one argument, the ranked-list table (``receval_spark.metrics.custom``
-describes its columns), returning either an aggregate Column, evaluated once per (model, user,
-k), or a DataFrame of (model, user_id, k, value).
+A metric is a function of one argument (``receval_spark.metrics.custom`` describes the tables):
+a per-user metric (scope ``user``) gets the ranked-list table and returns an aggregate Column,
+evaluated once per (model, user, k), or a DataFrame of (model, user_id, k, value); a group
+metric (scope ``group``, like coverage) gets the item-exposure table and returns an aggregate
+Column, evaluated once per (model, segment, k).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from receval_spark import registry
-from receval_spark.registry import Bounds, Metric
+from receval_spark.registry import Bounds, Metric, Scope
 
 MetricFunction = Callable[[Any], Any]  # DataFrame -> Column | DataFrame (no Spark import here)
 
@@ -40,18 +42,21 @@ def register_metric(
     bounds: Bounds = registry.UNIT,
     larger_is_better: bool = True,
     k: bool = True,
+    scope: Scope = "user",
 ) -> Any:
     """Register ``function`` as the per-user metric ``name`` (also usable as a decorator:
     ``@register_metric("revenue_hit")``); a job computes it when its config names it in
     ``evaluation.custom_metrics``. ``bounds``: the range of a user's value (intervals stay
     inside it; a mean outside it fails the run's ``custom_metric_bounds`` check);
     ``larger_is_better``: the direction alerts watch; ``k``: one value per cut-off (else one
-    value over each user's whole list, k null). Its docstring is its formula in the reports'
-    documentation. Registering a name again replaces it."""
+    value over each user's whole list, k null); ``scope``: ``user`` (a mean over users, with
+    t-intervals and paired tests) or ``group`` (one value per list group, with bootstrap
+    intervals). Its docstring's first line is its formula. Registering a name again
+    replaces it."""
 
     def register(f: MetricFunction) -> MetricFunction:
         _REGISTERED[name] = custom_metric(
-            name, f, bounds=bounds, larger_is_better=larger_is_better, k=k
+            name, f, bounds=bounds, larger_is_better=larger_is_better, k=k, scope=scope
         )
         return f
 
@@ -70,6 +75,7 @@ def custom_metric(
     bounds: Bounds,
     larger_is_better: bool,
     k: bool,
+    scope: Scope = "user",
 ) -> CustomMetric:
     """A checked custom metric; ValueError naming the problem when the name clashes with a
     built-in metric, the bounds are empty or the function does not take one argument."""
@@ -87,11 +93,12 @@ def custom_metric(
     metric = Metric(
         name=name,
         family="custom",
-        scope="user",
+        scope=scope,
         formula=formula.splitlines()[0],
         bounds=(float(low), float(high)),
         larger_is_better=larger_is_better,
         has_k=k,
+        bootstrapped=scope == "group",
     )
     return CustomMetric(metric=metric, function=function)
 
@@ -115,7 +122,7 @@ def import_function(path: str) -> MetricFunction:
 
 
 def _check_signature(name: str, function: MetricFunction) -> None:
-    """One positional parameter (the ranked-list table); any others must have defaults."""
+    """One positional parameter (the table); any others must have defaults."""
     try:
         parameters = list(inspect.signature(function).parameters.values())
     except (TypeError, ValueError):  # builtins without a signature
@@ -128,7 +135,7 @@ def _check_signature(name: str, function: MetricFunction) -> None:
         raise ValueError(
             f"the function of {name!r} ({_qualified(function)}) takes "
             f"({', '.join(p.name for p in parameters)}); it must take one argument, the "
-            "ranked-list table, and return a Column or a DataFrame"
+            "table of its scope, and return a Column (or, per user, a DataFrame)"
         )
 
 

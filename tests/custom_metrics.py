@@ -33,3 +33,8 @@ def misspelled(lists: DataFrame) -> Column:
 def two_arguments(lists: DataFrame, other: DataFrame) -> Column:
     """Takes two tables: not a metric."""
     return F.avg("rank")
+
+
+def provider_exposure(exposure: DataFrame) -> Column:
+    """Share of all list slots of a group that show provider p0's items (a group metric)."""
+    return F.sum(F.when(F.col("provider") == "p0", F.col("f")).otherwise(0.0)) / F.sum("f")

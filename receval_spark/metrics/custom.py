@@ -1,6 +1,8 @@
-"""User-defined per-user metrics (receval_spark.extensions) over the ranked-list table.
+"""User-defined metrics (receval_spark.extensions): per-user ones over the ranked-list table,
+group ones over the item-exposure table.
 
-The table a metric function receives, one row per (model, user, k, list item) with rank <= k:
+The ranked-list table a per-user metric receives, one row per (model, user, k, list item) with
+rank <= k:
 
 - ``model``, ``user_id``, ``k``, ``rank`` (1 = top), ``item_id``, ``score``
 - ``relevant`` (the item is in Rel(u)), ``grade`` (its relevance grade; 0.0 when not relevant),
@@ -13,6 +15,14 @@ An aggregate Column is evaluated once per (model, user_id, k); a DataFrame resul
 accuracy metrics); a null value leaves the user out of that mean. Without per-k values
 (``k: false``) the function sees each user's whole list (k = the largest cut-off) and the rows
 have k null.
+
+The item-exposure table a group metric receives, one row per (model, segment, k, recommended
+item): ``f`` (the number of the group's lists holding it), ``n_lists`` (the group's lists),
+``n_interactions`` (its train interactions, 0 outside the catalogue), ``in_catalogue``,
+``n_catalogue`` (items with a train interaction) and the item attributes. Its aggregate Column
+is evaluated once per (model, segment, k). The interval is a Poisson bootstrap over users, as
+for the built-in group statistics: in replicate b every user's lists count W(u, b) ~ Poisson(1)
+times (f and n_lists are then sums of those weights), and std is the replicates' deviation.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ from receval_spark.columns import GRADE, ITEM, RANK, USER
 from receval_spark.errors import InputError, first_line
 from receval_spark.extensions import CustomMetric
 from receval_spark.metrics.aggregate import union_all
-from receval_spark.metrics.beyond import top_k_lists
+from receval_spark.metrics.beyond import replicate_weight, top_k_lists
 
 KEYS = ("model", USER, "k")
 
@@ -128,3 +138,126 @@ def _values(custom: CustomMetric, table: DataFrame) -> DataFrame:
             f"table has columns {table.columns}"
         ) from exc
     return values.withColumn("_listed", F.lit(True))
+
+
+def group_values(
+    lists: DataFrame,
+    catalogue: DataFrame,
+    *,
+    metrics: Sequence[CustomMetric],
+    ks: Sequence[int],
+    items: DataFrame | None = None,
+    attributes: Sequence[str] = (),
+    bootstrap_samples: int = 0,
+    seed: int = 0,
+) -> DataFrame | None:
+    """(model, segment, k, metric, value, std, n_samples, interval, n_users) of the custom
+    group metrics over ``lists`` (model, segment, k, user_id, item_id); n_users = lists, std
+    and interval ``bootstrap`` from ``bootstrap_samples`` replicates (else null)."""
+    by = ["model", "segment", "k"]
+    frames = []
+    for custom in metrics:
+        chosen = lists if custom.metric.has_k else lists.filter(F.col("k") == max(ks))
+        weighted = chosen.withColumn("_w", F.lit(1))
+        table = exposure_table(weighted, catalogue, by=by, items=items, attributes=attributes)
+        values = _group_values(custom, table, by=by)
+        if bootstrap_samples > 0:
+            replicates = chosen.sparkSession.range(bootstrap_samples).select(
+                F.col("id").cast("int").alias("_replicate")
+            )
+            resampled = chosen.crossJoin(F.broadcast(replicates)).withColumn(
+                "_w", replicate_weight(seed, F.col(USER), F.col("_replicate"))
+            )
+            spread = (
+                _group_values(
+                    custom,
+                    exposure_table(
+                        resampled.filter(F.col("_w") > 0),
+                        catalogue,
+                        by=[*by, "_replicate"],
+                        items=items,
+                        attributes=attributes,
+                    ),
+                    by=[*by, "_replicate"],
+                )
+                .groupBy(*by)
+                .agg(F.stddev_samp("value").alias("std"))
+            )
+            values = values.join(spread, on=by, how="left")
+        else:
+            values = values.withColumn("std", F.lit(None).cast("double"))
+        frames.append(
+            values.select(
+                "model",
+                "segment",
+                (F.col("k") if custom.metric.has_k else F.lit(None)).cast("int").alias("k"),
+                F.lit(custom.metric.name).alias("metric"),
+                "value",
+                "std",
+                F.lit(None).cast("long").alias("n_samples"),
+                F.when(F.col("std").isNotNull(), F.lit("bootstrap")).alias("interval"),
+                F.col("n_lists").cast("long").alias("n_users"),
+            )
+        )
+    return union_all(frames)
+
+
+def exposure_table(
+    weighted: DataFrame,
+    catalogue: DataFrame,
+    *,
+    by: Sequence[str],
+    items: DataFrame | None = None,
+    attributes: Sequence[str] = (),
+) -> DataFrame:
+    """The item-exposure table (module docstring) of list rows weighted by ``_w`` (a user's
+    multiplicity: 1, or W(u, b) in a bootstrap replicate)."""
+    lists = (
+        weighted.groupBy(*by, USER)
+        .agg(F.first("_w").alias("_w"))
+        .groupBy(*by)
+        .agg(F.sum("_w").alias("n_lists"))
+    )
+    n_catalogue = catalogue.agg(F.count(F.lit(1)).alias("n_catalogue"))
+    exposure = (
+        weighted.groupBy(*by, ITEM)
+        .agg(F.sum("_w").alias("f"))
+        .join(lists, on=list(by))
+        .join(catalogue.select(ITEM, "n_interactions"), on=ITEM, how="left")
+        .select(
+            *by,
+            ITEM,
+            F.col("f").cast("double").alias("f"),
+            F.col("n_lists").cast("double").alias("n_lists"),
+            F.coalesce(F.col("n_interactions"), F.lit(0)).alias("n_interactions"),
+            F.col("n_interactions").isNotNull().alias("in_catalogue"),
+        )
+        .crossJoin(F.broadcast(n_catalogue))
+    )
+    if attributes and items is not None:
+        exposure = exposure.join(items.select(ITEM, *attributes), on=ITEM, how="left")
+    return exposure
+
+
+def _group_values(custom: CustomMetric, table: DataFrame, *, by: Sequence[str]) -> DataFrame:
+    """(*by, value, n_lists) of one group metric's aggregate Column over the exposure table."""
+    where = f"evaluation.custom_metrics {custom.metric.name!r}"
+    try:
+        result = custom.function(table)
+        if not isinstance(result, Column):
+            raise InputError(
+                f"{where}: it returned {type(result).__name__}; a group metric returns an "
+                "aggregate Column (evaluated per model, segment and k)"
+            )
+        values = table.groupBy(*by).agg(
+            result.cast("double").alias("value"), F.first("n_lists").alias("n_lists")
+        )
+        values.schema  # noqa: B018 -- analyse now (also over Spark Connect)
+    except InputError:
+        raise
+    except Exception as exc:
+        raise InputError(
+            f"{where}: its function failed on the item-exposure table ({first_line(exc)}); "
+            f"the table has columns {table.columns}"
+        ) from exc
+    return values

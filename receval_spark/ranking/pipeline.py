@@ -62,7 +62,7 @@ from receval_spark.metrics.beyond import (
 )
 from receval_spark.metrics.compare import compare_run
 from receval_spark.metrics.compat import COMPAT_METRICS, compatible_per_user
-from receval_spark.metrics.custom import custom_per_user, ranked_list_table
+from receval_spark.metrics.custom import custom_per_user, group_values, ranked_list_table
 from receval_spark.metrics.offpolicy import (
     CLUSTER,
     ESTIMATORS,
@@ -567,6 +567,21 @@ def beyond_accuracy(
     )
     if groups is not None:
         rows += [metric_row(r) for r in groups.collect()]
+    custom = [m.resolved() for m in settings.custom_metrics if m.scope == "group"]
+    if custom:
+        items = config.data.items
+        values = group_values(
+            segmented,
+            population.catalogue,
+            metrics=custom,
+            ks=settings.k,
+            items=inputs.items,
+            attributes=items.columns.attributes if items is not None else (),
+            bootstrap_samples=settings.bootstrap_samples,
+            seed=settings.seed,
+        )
+        assert values is not None  # at least one group metric
+        rows += [metric_row(r) for r in values.collect()]
     everyone = exposure.filter(F.col("segment") == "all").drop("segment")
     return BeyondAccuracy(
         rows=rows,
@@ -873,7 +888,8 @@ def custom_metrics_per_user(
     """(model, segment, user_id, k, metric, value) of the configured custom metrics by user
     segment, persisted; None without custom metrics (receval_spark.metrics.custom)."""
     settings = config.evaluation
-    if not settings.custom_metrics:
+    custom = [m.resolved() for m in settings.custom_metrics if m.scope == "user"]
+    if not custom:
         return None
     items = config.data.items
     table = ranked_list_table(
@@ -887,7 +903,7 @@ def custom_metrics_per_user(
         table,
         users=population.users,
         models=models,
-        metrics=[m.resolved() for m in settings.custom_metrics],
+        metrics=custom,
         ks=settings.k,
     )
     assert scores is not None  # at least one custom metric

@@ -49,7 +49,9 @@ def job(tmp_path):
     raw["evaluation"]["custom_metrics"] = [
         {"name": "revenue_hit", "path": "custom_metrics:revenue_hit"},
         {"name": "provider_share"},
+        {"name": "provider_exposure", "path": "custom_metrics:provider_exposure", "scope": "group"},
     ]
+    raw["evaluation"]["bootstrap_samples"] = 50
     return raw
 
 
@@ -85,6 +87,10 @@ def test_custom_metrics_and_user_segments_by_hand(spark, job, registered, restor
     assert provider[("ext", "all")] == (0.5, 6) and provider[("popularity", "all")] == (0.0, 6)
     ndcg = values(result, "ndcg")  # the built-in metrics get the tier rows too
     assert ndcg[("ext", "tier=gold")] == (1.0, 3)
+    exposure = values(result, "provider_exposure")  # a group metric: n_users = lists
+    assert exposure[("ext", "all")] == (0.5, 6) and exposure[("popularity", "tier=gold")] == (0, 3)
+    group = result.metrics.filter("metric = 'provider_exposure' AND model = 'ext'").collect()
+    assert all(r.std == 0.0 and r.ci_low == r.ci_high == 0.5 for r in group)  # every list 1/2
 
     row = result.metrics.filter("metric = 'revenue_hit' AND model = 'ext' AND segment = 'all'")
     low, high = row.select("ci_low", "ci_high").first()

@@ -68,6 +68,11 @@ def run(spark, shared_data, ml100k_external, tmp_path_factory):
             "custom_metrics": [
                 {"name": "revenue_hit", "path": "custom_metrics:revenue_hit"},
                 {"name": "provider_share"},
+                {
+                    "name": "provider_exposure",
+                    "path": "custom_metrics:provider_exposure",
+                    "scope": "group",
+                },
             ],
             "user_segments": {
                 "path": str(shared_data / "ml-100k" / "u.user"),
@@ -94,9 +99,10 @@ def run(spark, shared_data, ml100k_external, tmp_path_factory):
 
 
 def reference_values(interactions, items, external) -> pd.DataFrame:
-    """(model, user_id, k, revenue_hit, provider_share) from the definitions: price of the
-    relevant list items / price of the list; share of list slots from provider p0; 0 for a
-    user without a list."""
+    """(model, user_id, k, revenue_hit, provider_share, slots, p0_slots) from the definitions:
+    price of the relevant list items / price of the list; share of list slots from provider
+    p0 (0 for a user without a list); the list's slots and those of provider p0 (for the
+    group metric provider_exposure = p0 slots / slots over a group's lists)."""
     train, test = ref.global_temporal_split(interactions, ML100K_CUTOFF)
     truth = ref.relevant_items(test, kind="threshold", threshold=4.0)
     relevance = ref.relevance_by_user(truth)
@@ -116,8 +122,12 @@ def reference_values(interactions, items, external) -> pd.DataFrame:
                 total = sum(price[i] for i in top)
                 revenue = sum(price[i] for i in top if i in rel) / total if top else 0.0
                 share = sum(provider[i] == "p0" for i in top) / len(top) if top else 0.0
-                rows.append((model, user, k, revenue, share))
-    return pd.DataFrame(rows, columns=["model", "user_id", "k", "revenue_hit", "provider_share"])
+                p0 = sum(provider[i] == "p0" for i in top)
+                rows.append((model, user, k, revenue, share, len(top), p0))
+    return pd.DataFrame(
+        rows,
+        columns=["model", "user_id", "k", "revenue_hit", "provider_share", "slots", "p0_slots"],
+    )
 
 
 def test_custom_metrics_equal_pandas_on_ml100k_by_occupation(run):
@@ -125,12 +135,23 @@ def test_custom_metrics_equal_pandas_on_ml100k_by_occupation(run):
     expected = reference_values(interactions, items, external).merge(
         users[["user_id", "occupation"]], on="user_id", how="left"
     )
-    got = committed[committed.metric.isin(["revenue_hit", "provider_share"])]
+    got = committed[committed.metric.isin(["revenue_hit", "provider_share", "provider_exposure"])]
     checked = 0
     for (model, k), group in expected.groupby(["model", "k"]):
         for segment, users_of in [("all", group)] + [
             (f"occupation={o}", g) for o, g in group.groupby("occupation")
         ]:
+            listed = users_of[users_of.slots > 0]
+            row = got[
+                (got.model == model)
+                & (got.k == k)
+                & (got.segment == segment)
+                & (got.metric == "provider_exposure")
+            ]
+            assert row.n_users.iloc[0] == len(listed)  # a group metric: over the lists
+            exposure = listed.p0_slots.sum() / listed.slots.sum()
+            assert abs(row.value.iloc[0] - exposure) <= TOL, (model, k, segment)
+            checked += 1
             for metric in ("revenue_hit", "provider_share"):
                 row = got[
                     (got.model == model)

@@ -165,17 +165,36 @@ class UserSegmentColumns(_Strict):
     segment: str = "segment"
 
 
-class UserSegmentsSource(_FileSource):
+class ItemSegmentColumns(_Strict):
+    item: str = "item_id"
+    segment: str = "segment"
+
+
+class _SegmentsSource(_FileSource):
+    name: str | None = Field(default=None, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")
+    columns: UserSegmentColumns | ItemSegmentColumns
+
+    @property
+    def label(self) -> str:
+        """The segments' prefix: ``name``, else the segment column's name."""
+        return self.name or self.columns.segment
+
+
+class UserSegmentsSource(_SegmentsSource):
     """A table mapping users to named segments (e.g. market, tier): every metric gets rows
     ``segment = <name>=<value>`` (``name`` defaults to the segment column's), evaluated users
     without a row ``<name>=unassigned``; a user with several rows is in each of them."""
 
     columns: UserSegmentColumns = Field(default_factory=UserSegmentColumns)
-    name: str | None = Field(default=None, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")
 
-    @property
-    def label(self) -> str:
-        return self.name or self.columns.segment
+
+class ItemSegmentsSource(_SegmentsSource):
+    """A table mapping items to named segments (e.g. provider, content type): the accuracy
+    metrics get rows ``segment = <name>=<value>`` with Rel(u) restricted to that segment's
+    items (as ``items=head``/``items=tail`` do; users without such relevant items are not
+    evaluated there), items without a row in ``<name>=unassigned``."""
+
+    columns: ItemSegmentColumns = Field(default_factory=ItemSegmentColumns)
 
 
 class ImpressionColumns(_Strict):
@@ -467,6 +486,7 @@ class EvaluationConfig(_Strict):
     off_policy: OffPolicyConfig | None = None  # defaults apply when data.impressions is given
     custom_metrics: list[CustomMetricConfig] = Field(default_factory=list)
     user_segments: UserSegmentsSource | None = None
+    item_segments: ItemSegmentsSource | None = None
 
     @field_validator("k")
     @classmethod
@@ -754,8 +774,14 @@ class JobConfig(_Strict):
                 names += [f"activity=q{q}" for q in range(1, 5)]
             elif registry.definitions()[metric].family == "accuracy":
                 names += ["items=head", "items=tail"]
-        if self.evaluation.user_segments is not None:
-            names.append(f"{self.evaluation.user_segments.label}=*")  # any value of the table
+        settings = self.evaluation
+        if settings.user_segments is not None:
+            names.append(f"{settings.user_segments.label}=*")  # any value of the table
+        if (
+            settings.item_segments is not None
+            and registry.definitions()[metric].family == "accuracy"
+        ):
+            names.append(f"{settings.item_segments.label}=*")
         return names
 
     def _check_models(self) -> None:

@@ -31,6 +31,7 @@ from receval_spark.config import (
     ImpressionColumns,
     InteractionColumns,
     ItemColumns,
+    ItemSegmentColumns,
     RecommendationColumns,
     SessionPredictionColumns,
     UserSegmentColumns,
@@ -373,22 +374,29 @@ def canonical_items(
 UNASSIGNED = "unassigned"  # the value of users without a segment in a user-segment table
 
 
-def canonical_user_segments(
-    raw: DataFrame, *, columns: UserSegmentColumns, label: str, user_type: T.DataType, source: str
+def canonical_segments(
+    raw: DataFrame,
+    *,
+    columns: UserSegmentColumns | ItemSegmentColumns,
+    label: str,
+    id_type: T.DataType,
+    source: str,
 ) -> DataFrame:
-    """Map a user-segment table to distinct (user_id, segment ``<label>=<value>``); a null
-    value is the segment ``<label>=unassigned``. InputError for null or mistyped user ids."""
-    require_columns(raw, {"user": columns.user, "segment": columns.segment}, source=source)
+    """Map a user- or item-segment table to distinct (user_id or item_id, segment
+    ``<label>=<value>``); a null value is the segment ``<label>=unassigned``. InputError for
+    null or mistyped ids."""
+    role, name = ("user", USER) if isinstance(columns, UserSegmentColumns) else ("item", ITEM)
+    column = getattr(columns, role)
+    require_columns(raw, {role: column, "segment": columns.segment}, source=source)
     value = F.coalesce(F.col(f"`{columns.segment}`").cast("string"), F.lit(UNASSIGNED))
     mapped = raw.select(
-        F.col(f"`{columns.user}`").try_cast(user_type).alias(USER),
+        F.col(f"`{column}`").try_cast(id_type).alias(name),
         F.concat(F.lit(f"{label}="), value).alias("segment"),
     )
     counts = _count_where(
-        mapped,
-        {f"{columns.user} (user id) has null or mistyped values": F.col(USER).isNull()},
+        mapped, {f"{column} ({role} id) has null or mistyped values": F.col(name).isNull()}
     )
-    _raise_on_counts(counts, source=source, fix="give every row a user id of the log's type")
+    _raise_on_counts(counts, source=source, fix=f"give every row a {role} id of the log's type")
     return mapped.distinct()
 
 

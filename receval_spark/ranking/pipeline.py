@@ -14,6 +14,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from receval_spark.cache import persist
 from receval_spark.columns import ITEM, POSITION, RANK, RATING, REWARD, SCORE, TIMESTAMP, USER
@@ -23,6 +24,7 @@ from receval_spark.config import (
     ExternalModel,
     ImpressionsSource,
     InteractionsSource,
+    ItemSegmentsSource,
     ItemsSource,
     JobConfig,
     ModelConfig,
@@ -40,7 +42,7 @@ from receval_spark.inputs import (
     canonical_interactions,
     canonical_items,
     canonical_recommendations,
-    canonical_user_segments,
+    canonical_segments,
     validate_impressions,
     validate_interactions,
     validate_recommendations,
@@ -116,14 +118,15 @@ class Inputs:
     impressions: DataFrame | None = None
     recommendations: dict[str, DataFrame] = dataclasses.field(default_factory=dict)
     user_segments: DataFrame | None = None  # (user_id, segment) of evaluation.user_segments
+    item_segments: DataFrame | None = None  # (item_id, segment) of evaluation.item_segments
 
 
 def read_inputs(
     spark: SparkSession, config: JobConfig, given: Mapping[str, DataFrame] | None = None
 ) -> Inputs:
     """Read (or take from ``given``, keyed ``data.interactions``, ``data.items``,
-    ``data.impressions``, ``models.<name>``, ``evaluation.user_segments``), map and validate
-    every input of the config."""
+    ``data.impressions``, ``models.<name>``, ``evaluation.user_segments``,
+    ``evaluation.item_segments``), map and validate every input of the config."""
     given = given or {}
 
     def table(key: str, source: _FileSource) -> DataFrame:
@@ -155,29 +158,41 @@ def read_inputs(
             if isinstance(m, ExternalModel)
         },
         user_segments=(
-            load_user_segments(
-                table("evaluation.user_segments", segments), segments, interactions=interactions
+            load_segments(
+                table("evaluation.user_segments", users),
+                users,
+                key="evaluation.user_segments",
+                id_type=interactions.schema[USER].dataType,
             )
-            if (segments := config.evaluation.user_segments) is not None
+            if (users := config.evaluation.user_segments) is not None
+            else None
+        ),
+        item_segments=(
+            load_segments(
+                table("evaluation.item_segments", items),
+                items,
+                key="evaluation.item_segments",
+                id_type=interactions.schema[ITEM].dataType,
+            )
+            if (items := config.evaluation.item_segments) is not None
             else None
         ),
     )
 
 
-def load_user_segments(
-    raw: DataFrame, source: UserSegmentsSource, *, interactions: DataFrame
+def load_segments(
+    raw: DataFrame,
+    source: UserSegmentsSource | ItemSegmentsSource,
+    *,
+    key: str,
+    id_type: T.DataType,
 ) -> DataFrame:
-    """Map and validate a user-segment table as (user_id, segment ``<name>=<value>``),
-    persisted."""
-    key = "evaluation.user_segments"
+    """Map and validate a user- or item-segment table as (user_id or item_id, segment
+    ``<name>=<value>``), persisted."""
     with reading(key, source):
         return persist(
-            canonical_user_segments(
-                raw,
-                columns=source.columns,
-                label=source.label,
-                user_type=interactions.schema[USER].dataType,
-                source=key,
+            canonical_segments(
+                raw, columns=source.columns, label=source.label, id_type=id_type, source=key
             )
         )
 
@@ -333,7 +348,9 @@ def evaluate(config: JobConfig, inputs: Inputs, *, clock: StageClock | None = No
     ranked = top_k(scorers, population, summary, k=max(settings.k))
     clock.start("accuracy")
     models = ranked.sparkSession.createDataFrame([(m.name,) for m in config.models], "model string")
-    accuracy = accuracy_per_user(ranked, population, models=models, settings=settings)
+    accuracy = accuracy_per_user(
+        ranked, population, models=models, settings=settings, item_segments=inputs.item_segments
+    )
     custom = custom_metrics_per_user(config, inputs, ranked, population, models=models)
     accuracy = union_all([f for f in (accuracy, custom) if f is not None])
     rows = _macro_rows(accuracy) if accuracy is not None else []
@@ -836,11 +853,13 @@ def accuracy_per_user(
     *,
     models: DataFrame,
     settings: EvaluationConfig,
+    item_segments: DataFrame | None = None,
 ) -> DataFrame | None:
     """(model, segment, user_id, k, metric, value) for user segments and item segments,
     persisted; None when no accuracy metric is configured.
 
-    One pass for all models and scopes: Rel(u) is scoped (all, items=head, items=tail); the
+    One pass for all models and scopes: Rel(u) is scoped (all, items=head, items=tail, and
+    the segments of ``item_segments``: (item_id, segment) of evaluation.item_segments); the
     ``all`` scope is then broken down by user segment. Under a peer's ``definitions``
     (metrics/compat.py) only its precision, recall, ndcg and map, by user segment.
     """
@@ -862,13 +881,14 @@ def accuracy_per_user(
     metrics = [m for m in ACCURACY_METRICS if m in settings.metrics]
     if not metrics:
         return None
-    labels = (
-        item_popularity_segments(population.catalogue, head_share=settings.head_share)
-        if "popularity" in settings.segments
-        else None
-    )
+    labellings = []
+    if "popularity" in settings.segments:
+        popularity = item_popularity_segments(population.catalogue, head_share=settings.head_share)
+        labellings.append((popularity, "items=tail"))
+    if item_segments is not None and settings.item_segments is not None:
+        labellings.append((item_segments, f"{settings.item_segments.label}={UNASSIGNED}"))
     scores = per_user_accuracy(
-        ranked, scoped_truth(truth, labels), ks=settings.k, lists=models, truth_keys=["scope"]
+        ranked, scoped_truth(truth, *labellings), ks=settings.k, lists=models, truth_keys=["scope"]
     )
     by_user = scores.filter(F.col("scope") == "all").drop("scope").join(segments, on=USER)
     by_item = scores.filter(F.col("scope") != "all").withColumnRenamed("scope", "segment")

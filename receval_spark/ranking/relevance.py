@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -113,14 +114,16 @@ def item_popularity_segments(catalogue: DataFrame, *, head_share: float) -> Data
     )
 
 
-def scoped_truth(truth: DataFrame, item_segments: DataFrame | None) -> DataFrame:
-    """Rel(u) with a ``scope`` column: every row under ``all``, and again under its item
-    segment (``items=head`` / ``items=tail``; items outside the catalogue are tail) when
-    ``item_segments`` is given. Per scope, Rel(u) is restricted to that scope's items."""
-    everything = truth.withColumn("scope", F.lit("all"))
-    if item_segments is None:
-        return everything
-    by_item = truth.join(item_segments, on=ITEM, how="left").select(
-        *truth.columns, F.coalesce(F.col("segment"), F.lit("items=tail")).alias("scope")
-    )
-    return everything.unionByName(by_item)
+def scoped_truth(truth: DataFrame, *labellings: tuple[DataFrame, str]) -> DataFrame:
+    """Rel(u) with a ``scope`` column: every row under ``all``, and again under each of its
+    item segments of every labelling (item_id, segment), an item without a row there under
+    the labelling's default (``items=tail`` for popularity: items outside the catalogue are
+    tail). Per scope, Rel(u) is restricted to that scope's items."""
+    frames = [truth.withColumn("scope", F.lit("all"))]
+    for labels, missing in labellings:
+        frames.append(
+            truth.join(labels, on=ITEM, how="left").select(
+                *truth.columns, F.coalesce(F.col("segment"), F.lit(missing)).alias("scope")
+            )
+        )
+    return reduce(DataFrame.unionByName, frames)

@@ -42,6 +42,12 @@ def job(tmp_path):
         "path": str(tmp_path / "items.parquet"),
         "columns": {"item": "item_id", "attributes": ["price", "provider"]},
     }
+    shelves = pd.DataFrame([(101, "a"), (102, "a"), (103, "a")], columns=["item_id", "shelf"])
+    shelves.to_parquet(tmp_path / "shelves.parquet", index=False)
+    raw["evaluation"]["item_segments"] = {
+        "path": str(tmp_path / "shelves.parquet"),
+        "columns": {"item": "item_id", "segment": "shelf"},
+    }
     raw["evaluation"]["user_segments"] = {
         "path": str(tmp_path / "tiers.parquet"),
         "columns": {"user": "user_id", "segment": "tier"},
@@ -87,6 +93,10 @@ def test_custom_metrics_and_user_segments_by_hand(spark, job, registered, restor
     assert provider[("ext", "all")] == (0.5, 6) and provider[("popularity", "all")] == (0.0, 6)
     ndcg = values(result, "ndcg")  # the built-in metrics get the tier rows too
     assert ndcg[("ext", "tier=gold")] == (1.0, 3)
+    # item segments restrict Rel(u): users 1-3's relevant items are on shelf a, the others'
+    # on no shelf; custom metrics are not restricted (no shelf rows)
+    assert ndcg[("ext", "shelf=a")] == (1.0, 3) and ndcg[("ext", "shelf=unassigned")] == (1.0, 3)
+    assert ("ext", "shelf=a") not in revenue
     exposure = values(result, "provider_exposure")  # a group metric: n_users = lists
     assert exposure[("ext", "all")] == (0.5, 6) and exposure[("popularity", "tier=gold")] == (0, 3)
     group = result.metrics.filter("metric = 'provider_exposure' AND model = 'ext'").collect()

@@ -81,7 +81,7 @@ def test_scoped_truth_all_and_item_segment(spark):
     )
     rows = sorted(
         (r["scope"], r["user_id"], r["item_id"], r["rating"])
-        for r in scoped_truth(truth, segments).collect()
+        for r in scoped_truth(truth, (segments, "items=tail")).collect()
     )
     # 3 rows under "all" + each row again under its segment; item 30 is not in the segment
     # table -> items=tail
@@ -97,7 +97,7 @@ def test_scoped_truth_all_and_item_segment(spark):
 
 def test_scoped_truth_without_segments_only_all(spark):
     truth = spark.createDataFrame([(1, 10), (2, 30)], "user_id long, item_id long")
-    out = scoped_truth(truth, None)
+    out = scoped_truth(truth)
     assert sorted(out.columns) == ["item_id", "scope", "user_id"]
     assert sorted((r["scope"], r["user_id"], r["item_id"]) for r in out.collect()) == [
         ("all", 1, 10),

@@ -115,6 +115,13 @@ def import_function(path: str) -> MetricFunction:
             f"path {path!r}: module {module_name!r} cannot be imported ({exc}); install it or "
             "put it on the PYTHONPATH (on a cluster: ship it with --py-files)"
         ) from exc
+    except Exception as exc:  # the module's own code failed while it was imported
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(
+            f"path {path!r}: importing module {module_name!r} failed ({reason}); it is "
+            "imported before the Spark session starts, so module-level code must not need one "
+            "(e.g. give pandas_udf a DataType object, not a DDL string)"
+        ) from exc
     function = getattr(module, attribute, None)
     if function is None or not callable(function):
         raise ValueError(f"path {path!r}: module {module_name!r} has no function {attribute!r}")

@@ -172,6 +172,59 @@ class Nights:
             return main(["evaluate", "--config", str(path), *args])
 
 
+# ext recommends each user's relevant test item 100 + u (price u), then item 200 (price 10,
+# provider p0); popularity only train items (price 1, provider p1), never relevant
+SHOP_RECOMMENDATIONS = pd.DataFrame(
+    [(u, 100 + u, 1.0) for u in range(1, 7)] + [(u, 200, 0.5) for u in range(1, 7)],
+    columns=["user_id", "item_id", "score"],
+)
+ITEMS = pd.DataFrame(
+    [(i, 1.0, "p1") for i in range(10, 43)]
+    + [(100 + u, float(u), "p1") for u in range(1, 7)]
+    + [(200, 10.0, "p0")],
+    columns=["item_id", "price", "provider"],
+)
+TIERS = pd.DataFrame(
+    [(1, "gold"), (2, "gold"), (3, "silver"), (4, "silver"), (5, "gold")],
+    columns=["user_id", "tier"],
+)
+
+
+def shop_job(tmp_path: Path) -> dict[str, Any]:
+    """The crafted job with popularity and ``ext`` (SHOP_RECOMMENDATIONS, given as a DataFrame),
+    item prices and providers as attributes, a shelf item-segment table, a tier user-segment
+    table (user 6 has no tier) and the custom metrics of tests/custom_metrics.py
+    (provider_share must be registered from Python), with a 50-replicate bootstrap."""
+    raw = crafted_job_config(
+        tmp_path,
+        crafted_log(reconsumed=False),
+        [{"name": "popularity", "kind": "popularity"}, {"name": "ext", "kind": "external"}],
+    )
+    ITEMS.to_parquet(tmp_path / "items.parquet", index=False)
+    TIERS.to_parquet(tmp_path / "tiers.parquet", index=False)
+    raw["data"]["items"] = {
+        "path": str(tmp_path / "items.parquet"),
+        "columns": {"item": "item_id", "attributes": ["price", "provider"]},
+    }
+    shelves = pd.DataFrame([(101, "a"), (102, "a"), (103, "a")], columns=["item_id", "shelf"])
+    shelves.to_parquet(tmp_path / "shelves.parquet", index=False)
+    raw["evaluation"]["item_segments"] = {
+        "path": str(tmp_path / "shelves.parquet"),
+        "columns": {"item": "item_id", "segment": "shelf"},
+    }
+    raw["evaluation"]["user_segments"] = {
+        "path": str(tmp_path / "tiers.parquet"),
+        "columns": {"user": "user_id", "segment": "tier"},
+    }
+    raw["evaluation"]["custom_metrics"] = [
+        {"name": "revenue_hit", "path": "custom_metrics:revenue_hit"},
+        {"name": "provider_share"},
+        {"name": "provider_exposure", "path": "custom_metrics:provider_exposure", "scope": "group"},
+    ]
+    raw["evaluation"]["bootstrap_samples"] = 50
+    return raw
+
+
 def diginetica_clicks(path: Path | str) -> dict:
     """The ``data`` block of a session job reading a DIGINETICA-layout click log at ``path``
     (``;``-separated CSV: session_id, item_id, eventdate, timeframe)."""

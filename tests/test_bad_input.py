@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from helpers import TINY_SPARK_CONF, diginetica_clicks, explain, kept_sql_conf, run
+from helpers import TINY_SPARK_CONF, diginetica_clicks, explain, job_env, kept_sql_conf, run
 
 from receval_spark.cache import releasing_cache
 from receval_spark.cli import main
@@ -945,3 +945,21 @@ def test_a_bad_session_job_prints_exactly_one_stderr_line(tmp_path: Path) -> Non
     assert len(proc.stderr.splitlines()) == 1, explain(proc)
     assert proc.stderr.startswith("error: preprocessing: the train part is empty"), explain(proc)
     assert not (tmp_path / "reports").exists()
+
+
+def test_a_metric_module_needing_a_session_at_import_is_named(tmp_path: Path) -> None:
+    """A fresh process (no SparkContext yet, as in a scheduled job) importing a metric module
+    whose module-level pandas_udf takes a DDL string: exit 2, one line naming the module and
+    the fix, before Spark starts."""
+    config_path = tmp_path / "job.yaml"
+    config = base_config(tmp_path / "log.parquet", tmp_path / "reports")
+    config["evaluation"]["custom_metrics"] = [{"name": "rev", "path": "broken_metrics:discount"}]
+    config_path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    env = {**job_env(), "PYTHONPATH": str(Path(__file__).parent)}
+    proc = run(
+        [sys.executable, "-m", "receval_spark", "evaluate", "--config", str(config_path)], env
+    )
+    assert proc.returncode == 2, explain(proc)
+    assert len(proc.stderr.splitlines()) == 1, explain(proc)
+    assert "importing module 'broken_metrics' failed" in proc.stderr, explain(proc)
+    assert "give pandas_udf a DataType object" in proc.stderr, explain(proc)

@@ -17,7 +17,9 @@ split, the bootstrap weights) is computed from hashes, not from partition-depend
 
 How the package reaches the cluster, and what the executors need
 -----------------------------------------------------------------
-* One pandas UDF and nothing else runs Python per row: ``applyInPandas`` with
+* A user's custom metric module (``SHOP_METRICS``) is shipped as a second ``--py-files`` zip:
+  its pandas UDF is pickled by reference, so executors import the module, from that zip.
+* Of receval_spark, one pandas UDF and nothing else runs Python per row: ``applyInPandas`` with
   ``metrics/beyond.py::replicate_blocks_kernel`` (the bootstrap's replicated exposure blocks). The
   kernel is a closure using numpy, pandas and constants only, so cloudpickle ships it by value
   and executors run it without importing receval_spark. Everything else is a Spark SQL
@@ -336,7 +338,7 @@ sys.path_importer_cache.clear()
 class _Recorder:
     @classmethod
     def find_spec(cls, name, path=None, target=None):
-        if name == "receval_spark" or name.startswith("receval_spark."):
+        if name in ("receval_spark", "shop_metrics") or name.startswith("receval_spark."):
             spec = PathFinder.find_spec(name, path)
             origin = (spec.origin or list(spec.submodule_search_locations or [])) if spec else None
             with open(os.environ["RECEVAL_PROBE_IMPORTS"], "a") as log:
@@ -382,16 +384,45 @@ class Probes:
         return [tuple(line.split("\t")[1:3]) for line in lines]
 
 
+# a user's own metric module, shipped with --py-files next to the package: its pandas UDF is
+# pickled by reference, so the executors must import the module from the shipped zip
+SHOP_METRICS = '''\
+"""A team's own metrics (test_cluster.py ships this module to the cluster)."""
+import numpy as np
+import pandas as pd
+from pyspark.sql import functions as F
+from pyspark.sql.functions import pandas_udf
+from pyspark.sql.types import DoubleType
+
+
+@pandas_udf(DoubleType())  # a type object: the module is imported before any session exists
+def discount(ranks: pd.Series) -> pd.Series:
+    return 1.0 / np.log2(ranks.astype("float64") + 1.0)
+
+
+def discounted_hits(lists):
+    """Sum over the relevant list items of 1 / log2(rank + 1), divided by k."""
+    hits = F.sum(F.when(F.col("relevant"), discount(F.col("rank"))).otherwise(F.lit(0.0)))
+    return hits / F.first("k")
+'''
+CUSTOM_METRIC = (
+    "evaluation.custom_metrics=[{name: discounted_hits, path: 'shop_metrics:discounted_hits'}]"
+)
+
+
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory) -> tuple[Path, Path]:
-    """(zip for --py-files, folder holding a copy of the input data): nothing the cluster side
-    reads is inside the repository."""
+    """(zips for --py-files: the package and the user's metric module, folder holding a copy
+    of the input data): nothing the cluster side reads is inside the repository."""
     root = tmp_path_factory.mktemp("shipped")
     data = root / "storage"
     data.mkdir()
     for name in ("ratings.csv", "movies.csv"):
         shutil.copy(DATA / name, data / name)
-    return build_zip(root / "receval_spark.zip"), data
+    with zipfile.ZipFile(root / "shop_metrics.zip", "w") as archive:
+        archive.writestr("shop_metrics.py", SHOP_METRICS)
+    package = build_zip(root / "receval_spark.zip")
+    return Path(f"{package},{root / 'shop_metrics.zip'}"), data
 
 
 def submit_command(cluster: Cluster, package: Path, data: Path, probes: Probes, output: Path | str):
@@ -533,6 +564,8 @@ def test_demo_on_the_cluster_matches_local_mode_through_a_lost_worker(
     command = [
         *submit_command(cluster, package, data, probes, output),
         "--set",
+        CUSTOM_METRIC,
+        "--set",
         "spark.conf.spark.sql.shuffle.partitions=32",
         "--set",
         f"spark.conf.{viewfs_mount[0]}",
@@ -593,17 +626,39 @@ def test_demo_on_the_cluster_matches_local_mode_through_a_lost_worker(
     assert {"receval_spark", "receval_spark.cli", "receval_spark.report.render"} <= {
         name for name, _ in driver
     }, driver
-    outside = [(n, o) for n, o in driver if "receval_spark.zip/receval_spark/" not in o]
+    outside = [
+        (n, o)
+        for n, o in driver
+        if "receval_spark.zip/receval_spark/" not in o and n != "shop_metrics"
+    ]
     assert not outside, f"driver imports not from the shipped zip: {outside}"
     executor = probes.imports("executor")
-    outside = [(n, o) for n, o in executor if "receval_spark.zip/receval_spark/" not in o]
+    outside = [
+        (n, o)
+        for n, o in executor
+        if "receval_spark.zip/receval_spark/" not in o and n != "shop_metrics"
+    ]
     assert not outside, f"executor imports not from the shipped zip: {outside}"
+    # the user's metric module: imported by the driver and by executors, from its shipped zip
+    for role, imports in (("driver", driver), ("executor", executor)):
+        shop = {o for n, o in imports if n == "shop_metrics"}
+        assert shop and all("shop_metrics.zip/shop_metrics.py" in o for o in shop), (role, shop)
 
     # how to render the page (spark-submit merges the Python driver's stderr into stdout)
     assert "receval report --reports viewfs://" in stdout_text, stdout_text
+    metrics = read_metrics(viewfs_mount[1] / folder)
+    custom = {key: row for key, row in metrics.items() if key[3] == "discounted_hits"}
+    assert {(m, k) for m, s, _, _, k in custom if s == "all"} == {
+        (m, k) for m in ("popularity", "random", "oracle", "als", "item_knn") for k in (5, 10, 20)
+    }, sorted(custom)
+    assert all(0.0 <= row[0] <= 1.0 for row in custom.values()), custom
+    oracle, popularity = (
+        custom[(m, "all", "full", "discounted_hits", 10)][0] for m in ("oracle", "popularity")
+    )
+    assert oracle > popularity, (oracle, popularity)
     summary = assert_same_metrics(
         local_metrics,
-        read_metrics(viewfs_mount[1] / folder),
+        {key: row for key, row in metrics.items() if key not in custom},
         "cluster (viewfs, 32 shuffle partitions, a worker killed) vs local[2], 4",
     )
     (tmp_path / "faults.txt").write_text("\n".join(faults))

@@ -278,3 +278,45 @@ def test_connect_persisted_data_is_released_for_the_next_client(connect_server, 
         assert proc.returncode == 0, explain(proc)
         counts.append(int(proc.stdout.split()[-1]))
     assert counts == [10, 20]
+
+
+CUSTOM_CHECK = """
+import json, sys
+from pathlib import Path
+from pyspark.sql import SparkSession
+import receval_spark as rv
+from helpers import SHOP_RECOMMENDATIONS, shop_job
+
+url, folder = sys.argv[1], Path(sys.argv[2])
+job = shop_job(folder)
+job["evaluation"]["custom_metrics"] = [
+    m for m in job["evaluation"]["custom_metrics"] if m["name"] != "provider_share"
+]
+spark = SparkSession.builder.remote(url).getOrCreate()
+ext = spark.createDataFrame(SHOP_RECOMMENDATIONS)
+result = rv.evaluate(spark, job, recommendations={"ext": ext})
+rows = result.metrics.filter("metric IN ('revenue_hit', 'provider_exposure')").collect()
+print(json.dumps({f"{r.metric}|{r.model}|{r.segment}": [r.value, r.n_users] for r in rows}))
+spark.stop()
+"""
+
+
+def test_custom_metrics_and_segment_tables_over_connect(connect_server, tmp_path) -> None:
+    """A Spark Connect client evaluates a custom per-user metric (imported by path), a custom
+    group metric and a user-segment table: the values of tests/metrics/test_custom.py by hand
+    (ext's price-weighted hit rate for user u is u / (u + 10))."""
+    env = {**job_env(), "PYTHONPATH": str(REPO / "tests")}
+    proc = subprocess.run(
+        [sys.executable, "-c", CUSTOM_CHECK, connect_server.url, str(tmp_path)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, explain(proc)
+    values = json.loads(proc.stdout.strip().splitlines()[-1])
+    share = [u / (u + 10) for u in range(1, 7)]
+    assert values["revenue_hit|ext|all"] == [pytest.approx(sum(share) / 6, abs=1e-15), 6]
+    assert values["revenue_hit|ext|tier=unassigned"] == [pytest.approx(share[5]), 1]
+    assert values["provider_exposure|ext|all"] == [0.5, 6]

@@ -4,61 +4,16 @@ user; a failing function and a mean outside the declared bounds."""
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
-from helpers import crafted_job_config, crafted_log
+from helpers import SHOP_RECOMMENDATIONS, shop_job
 
 import receval_spark as rv
 from receval_spark import extensions
 
-# ext recommends each user's relevant test item 100 + u (price u), then item 200 (price 10,
-# provider p0); popularity only train items (price 1, provider p1), never relevant
-EXT = pd.DataFrame(
-    [(u, 100 + u, 1.0) for u in range(1, 7)] + [(u, 200, 0.5) for u in range(1, 7)],
-    columns=["user_id", "item_id", "score"],
-)
-ITEMS = pd.DataFrame(
-    [(i, 1.0, "p1") for i in range(10, 43)]
-    + [(100 + u, float(u), "p1") for u in range(1, 7)]
-    + [(200, 10.0, "p0")],
-    columns=["item_id", "price", "provider"],
-)
-TIERS = pd.DataFrame(
-    [(1, "gold"), (2, "gold"), (3, "silver"), (4, "silver"), (5, "gold")],
-    columns=["user_id", "tier"],
-)
-
 
 @pytest.fixture
 def job(tmp_path):
-    raw = crafted_job_config(
-        tmp_path,
-        crafted_log(reconsumed=False),
-        [{"name": "popularity", "kind": "popularity"}, {"name": "ext", "kind": "external"}],
-    )
-    ITEMS.to_parquet(tmp_path / "items.parquet", index=False)
-    TIERS.to_parquet(tmp_path / "tiers.parquet", index=False)
-    raw["data"]["items"] = {
-        "path": str(tmp_path / "items.parquet"),
-        "columns": {"item": "item_id", "attributes": ["price", "provider"]},
-    }
-    shelves = pd.DataFrame([(101, "a"), (102, "a"), (103, "a")], columns=["item_id", "shelf"])
-    shelves.to_parquet(tmp_path / "shelves.parquet", index=False)
-    raw["evaluation"]["item_segments"] = {
-        "path": str(tmp_path / "shelves.parquet"),
-        "columns": {"item": "item_id", "segment": "shelf"},
-    }
-    raw["evaluation"]["user_segments"] = {
-        "path": str(tmp_path / "tiers.parquet"),
-        "columns": {"user": "user_id", "segment": "tier"},
-    }
-    raw["evaluation"]["custom_metrics"] = [
-        {"name": "revenue_hit", "path": "custom_metrics:revenue_hit"},
-        {"name": "provider_share"},
-        {"name": "provider_exposure", "path": "custom_metrics:provider_exposure", "scope": "group"},
-    ]
-    raw["evaluation"]["bootstrap_samples"] = 50
-    return raw
+    return shop_job(tmp_path)
 
 
 @pytest.fixture
@@ -79,7 +34,9 @@ def test_custom_metrics_and_user_segments_by_hand(spark, job, registered, restor
     """revenue_hit@2 of ext for user u is u / (u + 10) (users 1-6), of popularity 0;
     provider_share@2 is 0.5 for ext, 0 for popularity. Tiers: gold = users 1, 2, 5; silver
     3, 4; user 6 has no row: tier=unassigned."""
-    result = rv.evaluate(spark, job, recommendations={"ext": spark.createDataFrame(EXT)})
+    result = rv.evaluate(
+        spark, job, recommendations={"ext": spark.createDataFrame(SHOP_RECOMMENDATIONS)}
+    )
 
     revenue = values(result, "revenue_hit")
     share = [u / (u + 10) for u in range(1, 7)]
@@ -115,7 +72,9 @@ def test_a_mean_outside_the_declared_bounds_fails_a_check(spark, job, restore_sq
     job["evaluation"]["custom_metrics"] = [
         {"name": "mean_rank", "path": "custom_metrics:mean_rank"}
     ]
-    result = rv.evaluate(spark, job, recommendations={"ext": spark.createDataFrame(EXT)})
+    result = rv.evaluate(
+        spark, job, recommendations={"ext": spark.createDataFrame(SHOP_RECOMMENDATIONS)}
+    )
 
     (check,) = [c for c in result.outcome.checks if c.name == "custom_metric_bounds"]
     assert not check.passed
@@ -127,4 +86,6 @@ def test_a_function_failing_on_the_table_is_one_input_error(spark, job, restore_
         {"name": "misspelled", "path": "custom_metrics:misspelled"}
     ]
     with pytest.raises(rv.InputError, match=r"evaluation.custom_metrics 'misspelled': its func"):
-        rv.evaluate(spark, job, recommendations={"ext": spark.createDataFrame(EXT)})
+        rv.evaluate(
+            spark, job, recommendations={"ext": spark.createDataFrame(SHOP_RECOMMENDATIONS)}
+        )

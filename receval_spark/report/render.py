@@ -198,6 +198,13 @@ def metric_table(data: ReportData) -> dict:
     return {"models": models, "rows": rows}
 
 
+def headline_metrics(data: ReportData, k: int | None) -> list[str]:
+    """The summary's columns: the headline metrics (of rating prediction without a cut-off),
+    then the run's custom metrics (evaluation.custom_metrics)."""
+    custom = [m["name"] for m in data.run["config"].get("evaluation", {}).get("custom_metrics", [])]
+    return [*(HEADLINE if k is not None else RATING_HEADLINE), *custom]
+
+
 def headline_k(data: ReportData) -> int | None:
     """The cut-off the summary uses: 10 when evaluated, else the largest k; None when no metric
     has a cut-off (task rating_prediction)."""
@@ -246,7 +253,7 @@ def summary_rows(data: ReportData, k: int) -> list[dict[str, Any]]:
     for model, group in metrics.groupby("model", sort=True):
         cells = {}
         for r in group.itertuples():
-            if r.metric not in HEADLINE + RATING_HEADLINE:
+            if r.metric not in headline_metrics(data, k):
                 continue
             marker = ""
             if not comparisons.empty:
@@ -410,11 +417,7 @@ def render(data: ReportData) -> tuple[str, str]:
         "parts": split_parts(data.run["split"]),
         "settings": split_settings(data.run["split"]),
         "summary": summary_rows(data, k),
-        "headline": [
-            m
-            for m in (HEADLINE if k is not None else RATING_HEADLINE)
-            if m in set(data.metrics["metric"])
-        ],
+        "headline": [m for m in headline_metrics(data, k) if m in set(data.metrics["metric"])],
         "sentences": sentences(data, k),
         "all_metrics": metric_table(data),
         "sampled": sampled_tables(data),

@@ -15,6 +15,7 @@ import receval_spark
 from receval_spark.report import plots
 from receval_spark.report.render import (
     ReportData,
+    headline_metrics,
     history_rows,
     metric_table,
     off_policy_rows,
@@ -380,3 +381,24 @@ def test_the_oracle_is_in_no_figure():
         plots._trade_off = original
 
     assert captured == [{"popularity", "random", "knn"}]
+
+
+def test_custom_metrics_join_the_summary_after_the_headline_metrics():
+    """A run's evaluation.custom_metrics are summary columns too (after the headline ones)."""
+    report = data()
+    config = {
+        "run": {"name": "nightly"},
+        "evaluation": {"custom_metrics": [{"name": "revenue_hit"}]},
+    }
+    extra = pd.DataFrame([metric("knn", "revenue_hit", 0.125)]).drop(columns="run_date")
+    report = dataclasses.replace(
+        report,
+        metrics=pd.concat([report.metrics, extra]),
+        run={**report.run, "config": config},
+    )
+
+    assert headline_metrics(report, 10)[-1] == "revenue_hit"
+    cells = {r["model"]: r["cells"] for r in summary_rows(report, 10)}
+    assert cells["knn"]["revenue_hit"]["value"] == "0.1250"
+    html, markdown = render(report)
+    assert "revenue_hit" in html and "revenue_hit" in markdown

@@ -89,7 +89,7 @@ def custom_bounds_check(config: JobConfig, rows: Sequence[MetricRow]) -> Check:
     """``custom_metric_bounds``: every mean of a custom metric lies within its declared
     bounds (a mean outside them means the function or the bounds are wrong)."""
     definitions = registry.definitions()
-    bad = []
+    bad, metrics = [], set()
     for r in sorted(rows, key=lambda r: (r.metric, r.model, r.segment, r.k or 0)):
         custom = definitions.get(r.metric)
         if custom is None or custom.family != "custom" or r.value is None:
@@ -98,9 +98,12 @@ def custom_bounds_check(config: JobConfig, rows: Sequence[MetricRow]) -> Check:
         if not low <= r.value <= high:
             at = f"@{r.k}" if r.k is not None else ""
             bad.append(f"{r.metric}{at} of {r.model} on {r.segment} = {r.value:.6g}")
+            metrics.add(f"{r.metric} {list(custom.bounds)}")
     names = [m.name for m in config.evaluation.custom_metrics]
     detail = (
-        "outside the declared bounds: " + "; ".join(bad[:5]) + (" ..." if len(bad) > 5 else "")
+        f"outside the declared bounds of {', '.join(sorted(metrics))} ({len(bad)} rows): "
+        + "; ".join(bad[:5])
+        + (" ..." if len(bad) > 5 else "")
         if bad
         else f"{', '.join(names)} within their bounds"
     )

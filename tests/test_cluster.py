@@ -18,7 +18,8 @@ split, the bootstrap weights) is computed from hashes, not from partition-depend
 How the package reaches the cluster, and what the executors need
 -----------------------------------------------------------------
 * A user's custom metric module (``SHOP_METRICS``) is shipped as a second ``--py-files`` zip:
-  its pandas UDF is pickled by reference, so executors import the module, from that zip.
+  its pandas UDF calls a module-level helper, which cloudpickle pickles by reference, so
+  executors import the module, from that zip.
 * Of receval_spark, one pandas UDF and nothing else runs Python per row: ``applyInPandas`` with
   ``metrics/beyond.py::replicate_blocks_kernel`` (the bootstrap's replicated exposure blocks). The
   kernel is a closure using numpy, pandas and constants only, so cloudpickle ships it by value
@@ -384,8 +385,9 @@ class Probes:
         return [tuple(line.split("\t")[1:3]) for line in lines]
 
 
-# a user's own metric module, shipped with --py-files next to the package: its pandas UDF is
-# pickled by reference, so the executors must import the module from the shipped zip
+# a user's own metric module, shipped with --py-files next to the package: cloudpickle ships
+# the pandas UDF's function by value, but the module-level helper it calls by reference, so
+# the executors must import the module, from the shipped zip
 SHOP_METRICS = '''\
 """A team's own metrics (test_cluster.py ships this module to the cluster)."""
 import numpy as np
@@ -395,9 +397,13 @@ from pyspark.sql.functions import pandas_udf
 from pyspark.sql.types import DoubleType
 
 
+def log_discount(ranks):
+    return 1.0 / np.log2(ranks + 1.0)
+
+
 @pandas_udf(DoubleType())  # a type object: the module is imported before any session exists
 def discount(ranks: pd.Series) -> pd.Series:
-    return 1.0 / np.log2(ranks.astype("float64") + 1.0)
+    return log_discount(ranks.astype("float64"))
 
 
 def discounted_hits(lists):

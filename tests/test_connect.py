@@ -289,6 +289,7 @@ from helpers import SHOP_RECOMMENDATIONS, shop_job
 
 url, folder = sys.argv[1], Path(sys.argv[2])
 job = shop_job(folder)
+job["evaluation"]["bootstrap_samples"] = 0
 job["evaluation"]["custom_metrics"] = [
     m for m in job["evaluation"]["custom_metrics"] if m["name"] != "provider_share"
 ]

@@ -132,6 +132,15 @@ def read_inputs(
     def table(key: str, source: _FileSource) -> DataFrame:
         return given[key] if key in given else read_table(spark, source, key=key)
 
+    def segments(
+        name: str, source: UserSegmentsSource | ItemSegmentsSource | None, ids: str
+    ) -> DataFrame | None:
+        if source is None:
+            return None
+        key = f"evaluation.{name}"
+        id_type = interactions.schema[ids].dataType
+        return load_segments(table(key, source), source, key=key, id_type=id_type)
+
     data = config.data
     interactions = load_interactions(
         table("data.interactions", data.interactions), data.interactions
@@ -157,26 +166,8 @@ def read_inputs(
             for m in config.models
             if isinstance(m, ExternalModel)
         },
-        user_segments=(
-            load_segments(
-                table("evaluation.user_segments", users),
-                users,
-                key="evaluation.user_segments",
-                id_type=interactions.schema[USER].dataType,
-            )
-            if (users := config.evaluation.user_segments) is not None
-            else None
-        ),
-        item_segments=(
-            load_segments(
-                table("evaluation.item_segments", items),
-                items,
-                key="evaluation.item_segments",
-                id_type=interactions.schema[ITEM].dataType,
-            )
-            if (items := config.evaluation.item_segments) is not None
-            else None
-        ),
+        user_segments=segments("user_segments", config.evaluation.user_segments, USER),
+        item_segments=segments("item_segments", config.evaluation.item_segments, ITEM),
     )
 
 

@@ -132,6 +132,21 @@ RANKED_LIST_COLUMNS = (
 )
 
 
+def _attribute_names(names: list[str]) -> list[str]:
+    """Attribute columns for custom metrics: unique, and none of the table's own columns."""
+    taken = sorted(set(names) & set(RANKED_LIST_COLUMNS))
+    if taken or len(set(names)) < len(names):
+        raise ValueError(
+            f"attribute names must be unique and not one of the ranked-list table's "
+            f"columns {list(RANKED_LIST_COLUMNS)} (clash: {taken or 'a repeated name'}); "
+            "rename the column in the table"
+        )
+    return names
+
+
+AttributeNames = Annotated[list[str], AfterValidator(_attribute_names)]
+
+
 class ItemColumns(_Strict):
     """``category``: a delimited string or array column, or a list of 0/1 flag columns
     (each column's name is its category)."""
@@ -140,19 +155,7 @@ class ItemColumns(_Strict):
     category: str | list[str] | None = None
     embedding: str | None = None
     # further columns handed to custom metrics under their own names (e.g. price, provider)
-    attributes: list[str] = Field(default_factory=list)
-
-    @field_validator("attributes")
-    @classmethod
-    def _new_names(cls, names: list[str]) -> list[str]:
-        taken = sorted(set(names) & set(RANKED_LIST_COLUMNS))
-        if taken or len(set(names)) < len(names):
-            raise ValueError(
-                f"attribute names must be unique and not one of the ranked-list table's "
-                f"columns {list(RANKED_LIST_COLUMNS)} (clash: {taken or 'a repeated name'}); "
-                "rename the column in the table"
-            )
-        return names
+    attributes: AttributeNames = Field(default_factory=list)
 
 
 class ItemsSource(_FileSource):
@@ -523,6 +526,8 @@ class RecommendationColumns(_Strict):
     item: str = "item_id"
     score: str | None = "score"
     rank: str | None = None
+    # further columns of each (user, item) handed to custom metrics (e.g. a personalised price)
+    attributes: AttributeNames = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _score_or_rank(self) -> RecommendationColumns:
@@ -739,7 +744,18 @@ class JobConfig(_Strict):
 
     def _define_custom_metrics(self) -> None:
         """Resolve evaluation.custom_metrics (unique names; each importable, callable with the
-        ranked-list table, not named like a built-in) and make their definitions known."""
+        ranked-list table, not named like a built-in) and make their definitions known; item
+        and model attribute columns must not share a name (both join the same table)."""
+        items = set(self.data.items.columns.attributes) if self.data.items is not None else set()
+        for m in self.models:
+            clash = (
+                sorted(items & set(m.columns.attributes)) if isinstance(m, ExternalModel) else []
+            )
+            if clash:
+                raise ValueError(
+                    f"models.{m.name}.columns.attributes: {clash} also name item attributes "
+                    "(data.items.columns.attributes); rename one of them"
+                )
         names = [m.name for m in self.evaluation.custom_metrics]
         for i, entry in enumerate(self.evaluation.custom_metrics):
             if names.count(entry.name) > 1:

@@ -237,14 +237,17 @@ def canonical_recommendations(
     item_type: T.DataType,
     source: str,
 ) -> DataFrame:
-    """Map an external model's table to user_id, item_id, score (higher is better).
+    """Map an external model's table to user_id, item_id, score (higher is better) and its
+    attribute columns (for custom metrics, kept as they are).
 
     A rank column (1 is best) becomes ``score = -rank``. Ids are cast to the interaction
     log's id types so the two join; values that do not convert become null (see
     ``validate_recommendations``). Id columns must be integers or strings, and strings where the
     log's ids are strings (a number would never equal a string id such as ``u1``).
     """
-    require_columns(raw, columns.model_dump(), source=source)
+    roles = columns.model_dump(exclude={"attributes"})
+    attributes = {f"attributes[{i}]": name for i, name in enumerate(columns.attributes)}
+    require_columns(raw, {**roles, **attributes}, source=source)
     _check_id_types(raw, columns, user_type=user_type, item_type=item_type, source=source)
     score = (
         F.col(columns.score).try_cast("double")
@@ -255,6 +258,7 @@ def canonical_recommendations(
         F.col(columns.user).try_cast(user_type).alias(USER),
         F.col(columns.item).try_cast(item_type).alias(ITEM),
         score.alias(SCORE),
+        *[F.col(f"`{name}`") for name in columns.attributes],
         F.col(columns.user).isNotNull().alias("_user_given"),
         F.col(columns.item).isNotNull().alias("_item_given"),
     )

@@ -13,6 +13,11 @@ def revenue_hit(lists: DataFrame) -> Column:
     return relevant_price / F.sum("price")
 
 
+def mean_margin(lists: DataFrame) -> Column:
+    """Mean margin of the list items (a column of the model's own rows; 0 where it has none)."""
+    return F.avg(F.coalesce(F.col("margin"), F.lit(0.0)))
+
+
 def provider_share(lists: DataFrame) -> DataFrame:
     """Share of a user's list slots from provider p0 (a provider-group exposure share)."""
     return lists.groupBy("model", "user_id", "k").agg(

@@ -174,9 +174,9 @@ class Nights:
 
 # ext recommends each user's relevant test item 100 + u (price u), then item 200 (price 10,
 # provider p0); popularity only train items (price 1, provider p1), never relevant
-SHOP_RECOMMENDATIONS = pd.DataFrame(
-    [(u, 100 + u, 1.0) for u in range(1, 7)] + [(u, 200, 0.5) for u in range(1, 7)],
-    columns=["user_id", "item_id", "score"],
+SHOP_RECOMMENDATIONS = pd.DataFrame(  # margin: a per-(user, item) attribute of the model's rows
+    [(u, 100 + u, 1.0, 0.25) for u in range(1, 7)] + [(u, 200, 0.5, 0.75) for u in range(1, 7)],
+    columns=["user_id", "item_id", "score", "margin"],
 )
 ITEMS = pd.DataFrame(
     [(i, 1.0, "p1") for i in range(10, 43)]
@@ -198,7 +198,10 @@ def shop_job(tmp_path: Path) -> dict[str, Any]:
     raw = crafted_job_config(
         tmp_path,
         crafted_log(reconsumed=False),
-        [{"name": "popularity", "kind": "popularity"}, {"name": "ext", "kind": "external"}],
+        [
+            {"name": "popularity", "kind": "popularity"},
+            {"name": "ext", "kind": "external", "columns": {"attributes": ["margin"]}},
+        ],
     )
     ITEMS.to_parquet(tmp_path / "items.parquet", index=False)
     TIERS.to_parquet(tmp_path / "tiers.parquet", index=False)
@@ -218,6 +221,7 @@ def shop_job(tmp_path: Path) -> dict[str, Any]:
     }
     raw["evaluation"]["custom_metrics"] = [
         {"name": "revenue_hit", "path": "custom_metrics:revenue_hit"},
+        {"name": "margin", "path": "custom_metrics:mean_margin"},
         {"name": "provider_share"},
         {"name": "provider_exposure", "path": "custom_metrics:provider_exposure", "scope": "group"},
     ]

@@ -522,6 +522,36 @@ CASES = [
         spark=False,
     ),
     Bad(
+        "model_attribute_named_like_an_item_attribute",
+        edits(
+            lambda c: (
+                c["data"].update(
+                    items={"path": "items.parquet", "columns": {"attributes": ["price"]}}
+                ),
+                c["models"].append(
+                    {
+                        "name": "ext",
+                        "kind": "external",
+                        "path": "recs.parquet",
+                        "columns": {"attributes": ["price"]},
+                    }
+                ),
+            )
+        ),
+        ("models.ext.columns.attributes", "['price'] also name item attributes"),
+        spark=False,
+    ),
+    Bad(
+        "item_attribute_named_like_a_table_column",
+        edits(
+            lambda c: c["data"].update(
+                items={"path": "items.parquet", "columns": {"attributes": ["relevant"]}}
+            )
+        ),
+        ("data.items.columns.attributes", "clash: ['relevant']"),
+        spark=False,
+    ),
+    Bad(
         "alert_on_a_custom_metric_not_configured",
         sets("evaluation.alerts=[{metric: revenue_hit, k: 5}]"),
         ("evaluation.alerts.0", "metric 'revenue_hit' is not computed by this run"),

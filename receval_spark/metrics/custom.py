@@ -8,7 +8,8 @@ rank <= k:
 - ``relevant`` (the item is in Rel(u)), ``grade`` (its relevance grade; 0.0 when not relevant),
   ``n_relevant`` (|Rel(u)|)
 - the item attributes of ``data.items.columns.attributes`` under their own names (null for an
-  item without metadata)
+  item without metadata), and the attributes of each external model's (user, item) rows of
+  ``models[].columns.attributes`` (null for the other models)
 
 An aggregate Column is evaluated once per (model, user_id, k); a DataFrame result must hold
 (model, user_id, k, value). An evaluated user without a list at k scores 0 (as for the built-in
@@ -48,9 +49,11 @@ def ranked_list_table(
     ks: Sequence[int],
     items: DataFrame | None = None,
     attributes: Sequence[str] = (),
+    pair_attributes: DataFrame | None = None,
 ) -> DataFrame:
     """The table custom metrics read (module docstring): the top-k lists at every k with
-    relevance and the items' attributes joined."""
+    relevance, the items' attributes and ``pair_attributes`` (model, user_id, item_id, ...:
+    the external models' attribute columns) joined."""
     relevant = truth.select(USER, ITEM, F.col(GRADE).cast("double").alias("_grade"))
     n_relevant = truth.groupBy(USER).agg(F.count(F.lit(1)).alias("n_relevant"))
     lists = (
@@ -71,6 +74,8 @@ def ranked_list_table(
     )
     if attributes and items is not None:
         lists = lists.join(items.select(ITEM, *attributes), on=ITEM, how="left")
+    if pair_attributes is not None:
+        lists = lists.join(pair_attributes, on=["model", USER, ITEM], how="left")
     return lists
 
 

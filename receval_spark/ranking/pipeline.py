@@ -8,6 +8,7 @@ Only bounded results reach the driver: counts, cut-offs and the metric aggregate
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -328,6 +329,8 @@ def evaluate(config: JobConfig, inputs: Inputs, *, clock: StageClock | None = No
     clock.start("split")
     split = split_interactions(config.split, inputs.interactions)
     summary = {**describe_split(split), "filter_seen": settings.filter_seen}
+    if settings.custom_metrics:
+        summary["custom_metrics"] = describe_custom_metrics(settings)
     if config.task == "rating_prediction":
         return evaluate_ratings(config, split, summary, clock)
     population = evaluated_population(config, split, summary, named=inputs.user_segments)
@@ -888,6 +891,27 @@ def accuracy_per_user(
     )
 
 
+def describe_custom_metrics(settings: EvaluationConfig) -> list[dict[str, Any]]:
+    """What the run record says of each custom metric: its formula (the first line of its
+    function's docstring), scope, bounds, direction and where it came from."""
+    described = []
+    for entry in settings.custom_metrics:
+        custom = entry.resolved()
+        metric, function = custom.metric, custom.function
+        described.append(
+            {
+                "name": metric.name,
+                "formula": metric.formula,
+                "scope": metric.scope,
+                "bounds": list(metric.bounds),
+                "larger_is_better": metric.larger_is_better,
+                "per_k": metric.has_k,
+                "source": entry.path or f"{function.__module__}:{function.__qualname__}",
+            }
+        )
+    return described
+
+
 def custom_metrics_per_user(
     config: JobConfig,
     inputs: Inputs,
@@ -903,12 +927,24 @@ def custom_metrics_per_user(
     if not custom:
         return None
     items = config.data.items
+    given = [
+        inputs.recommendations[m.name].select(
+            F.lit(m.name).alias("model"), USER, ITEM, *m.columns.attributes
+        )
+        for m in config.models
+        if isinstance(m, ExternalModel) and m.columns.attributes
+    ]
     table = ranked_list_table(
         ranked,
         population.truth,
         ks=settings.k,
         items=inputs.items,
         attributes=items.columns.attributes if items is not None else (),
+        pair_attributes=(
+            functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), given)
+            if given
+            else None
+        ),
     )
     scores = custom_per_user(
         table,

@@ -420,6 +420,7 @@ def render(data: ReportData) -> tuple[str, str]:
         "headline": [m for m in headline_metrics(data, k) if m in set(data.metrics["metric"])],
         "sentences": sentences(data, k),
         "all_metrics": metric_table(data),
+        "custom": data.run["split"].get("custom_metrics", []),
         "sampled": sampled_tables(data),
         "sampled_caveat": SAMPLED_CAVEAT,
         "tuning": tuning_rows(data),

@@ -50,6 +50,8 @@ def test_custom_metrics_and_user_segments_by_hand(spark, job, registered, restor
     assert revenue[("ext", "tier=silver")][1] == 2
     assert revenue[("ext", "tier=unassigned")] == (pytest.approx(share[5]), 1)
     assert revenue[("popularity", "all")] == (0.0, 6)
+    margin = values(result, "margin")  # from ext's rows: 0.25 and 0.75; popularity has none
+    assert margin[("ext", "all")] == (0.5, 6) and margin[("popularity", "all")] == (0.0, 6)
     provider = values(result, "provider_share")
     assert provider[("ext", "all")] == (0.5, 6) and provider[("popularity", "all")] == (0.0, 6)
     ndcg = values(result, "ndcg")  # the built-in metrics get the tier rows too

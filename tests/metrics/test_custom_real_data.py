@@ -165,6 +165,12 @@ def test_custom_metrics_get_comparisons_checks_and_report_rows(latest):
     assert {c.name: c.passed for c in outcome.checks}["custom_metric_bounds"]
     for metric in CUSTOM:
         assert f"| {metric}@10 |" in markdown, metric  # the report's table of every metric
+    assert (  # each definition, from its function's docstring
+        "- **revenue_hit**: Price-weighted precision: the price of the relevant list items / "
+        "the price of the list. (user, range [0.0, 1.0], larger is better; "
+        "`custom_metrics:revenue_hit`)"
+    ) in markdown
+    assert "- **provider_exposure**: Share of all list slots" in markdown
 
 
 @pytest.fixture(scope="module")

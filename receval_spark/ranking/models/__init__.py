@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from receval_spark.cache import persist
-from receval_spark.columns import SCORE, USER
+from receval_spark.columns import ITEM, SCORE, USER
 from receval_spark.config import ModelConfig
 from receval_spark.ranking.models.als import als_candidates, als_scores, fit_als
 from receval_spark.ranking.models.bias import PREDICTION, bias_predictions
@@ -171,5 +171,6 @@ def fit_model(
             ),
         )
     if kind == "external" and external is not None:
-        return Scorer(lambda users: external.join(users.select(USER), on=USER, how="left_semi"))
+        scores = external.select(USER, ITEM, SCORE)  # without the attributes of custom metrics
+        return Scorer(lambda users: scores.join(users.select(USER), on=USER, how="left_semi"))
     raise ValueError(f"model {model.name!r}: cannot fit kind {kind!r}")

@@ -28,7 +28,8 @@ times (f and n_lists are then sums of those weights), and std is the replicates'
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -112,12 +113,27 @@ def custom_per_user(
     return union_all(frames)
 
 
-def _values(custom: CustomMetric, table: DataFrame) -> DataFrame:
-    """(model, user_id, k, value, _listed) from the metric's function, analysed here so that a
-    wrong column or type is the user's one-line error rather than a failure deep in the job."""
-    name = custom.metric.name
-    where = f"evaluation.custom_metrics {name!r}"
+@contextlib.contextmanager
+def _calling(custom: CustomMetric, table: DataFrame, *, kind: str) -> Iterator[str]:
+    """Run the block that calls the metric's function on ``table`` (the ``kind`` table) and
+    analyses its result: any failure but an InputError becomes one InputError naming the metric
+    and the table's columns, so that a wrong column or type is the user's one-line error rather
+    than a failure deep in the job. Yields the metric's label for the block's own errors."""
+    where = f"evaluation.custom_metrics {custom.metric.name!r}"
     try:
+        yield where
+    except InputError:
+        raise
+    except Exception as exc:
+        raise InputError(
+            f"{where}: its function failed on the {kind} table ({first_line(exc)}); the "
+            f"table has columns {table.columns}"
+        ) from exc
+
+
+def _values(custom: CustomMetric, table: DataFrame) -> DataFrame:
+    """(model, user_id, k, value, _listed) from the metric's function (analysed here)."""
+    with _calling(custom, table, kind="ranked-list") as where:
         result = custom.function(table)
         if isinstance(result, Column):
             values = table.groupBy(*KEYS).agg(result.cast("double").alias("value"))
@@ -135,13 +151,6 @@ def _values(custom: CustomMetric, table: DataFrame) -> DataFrame:
                 "(evaluated per model, user and k) or a DataFrame (model, user_id, k, value)"
             )
         values.schema  # noqa: B018 -- analyse now (also over Spark Connect)
-    except InputError:
-        raise
-    except Exception as exc:
-        raise InputError(
-            f"{where}: its function failed on the ranked-list table ({first_line(exc)}); the "
-            f"table has columns {table.columns}"
-        ) from exc
     return values.withColumn("_listed", F.lit(True))
 
 
@@ -245,9 +254,9 @@ def exposure_table(
 
 
 def _group_values(custom: CustomMetric, table: DataFrame, *, by: Sequence[str]) -> DataFrame:
-    """(*by, value, n_lists) of one group metric's aggregate Column over the exposure table."""
-    where = f"evaluation.custom_metrics {custom.metric.name!r}"
-    try:
+    """(*by, value, n_lists) of one group metric's aggregate Column over the exposure table
+    (analysed here)."""
+    with _calling(custom, table, kind="item-exposure") as where:
         result = custom.function(table)
         if not isinstance(result, Column):
             raise InputError(
@@ -258,11 +267,4 @@ def _group_values(custom: CustomMetric, table: DataFrame, *, by: Sequence[str]) 
             result.cast("double").alias("value"), F.first("n_lists").alias("n_lists")
         )
         values.schema  # noqa: B018 -- analyse now (also over Spark Connect)
-    except InputError:
-        raise
-    except Exception as exc:
-        raise InputError(
-            f"{where}: its function failed on the item-exposure table ({first_line(exc)}); "
-            f"the table has columns {table.columns}"
-        ) from exc
     return values

@@ -580,14 +580,13 @@ def beyond_accuracy(
         rows += [metric_row(r) for r in groups.collect()]
     custom = [m.resolved() for m in settings.custom_metrics if m.scope == "group"]
     if custom:
-        items = config.data.items
         values = group_values(
             segmented,
             population.catalogue,
             metrics=custom,
             ks=settings.k,
             items=inputs.items,
-            attributes=items.columns.attributes if items is not None else (),
+            attributes=item_attributes(config),
             bootstrap_samples=settings.bootstrap_samples,
             seed=settings.seed,
         )
@@ -891,6 +890,11 @@ def accuracy_per_user(
     )
 
 
+def item_attributes(config: JobConfig) -> list[str]:
+    """The item columns custom metrics read (data.items.columns.attributes)."""
+    return config.data.items.columns.attributes if config.data.items is not None else []
+
+
 def describe_custom_metrics(settings: EvaluationConfig) -> list[dict[str, Any]]:
     """What the run record says of each custom metric: its formula (the first line of its
     function's docstring), scope, bounds, direction and where it came from."""
@@ -926,7 +930,6 @@ def custom_metrics_per_user(
     custom = [m.resolved() for m in settings.custom_metrics if m.scope == "user"]
     if not custom:
         return None
-    items = config.data.items
     given = [
         inputs.recommendations[m.name].select(
             F.lit(m.name).alias("model"), USER, ITEM, *m.columns.attributes
@@ -939,7 +942,7 @@ def custom_metrics_per_user(
         population.truth,
         ks=settings.k,
         items=inputs.items,
-        attributes=items.columns.attributes if items is not None else (),
+        attributes=item_attributes(config),
         pair_attributes=(
             functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), given)
             if given

@@ -80,11 +80,97 @@ def profile(stages: list[tuple[str, float, float]], jobs: list[tuple[float, floa
     return rows, ("total", *total)
 
 
+ACTIONS = {
+    "pyspark.sql.classic.dataframe.DataFrame": (
+        "collect",
+        "count",
+        "localCheckpoint",
+        "checkpoint",
+        "toPandas",
+        "take",
+        "isEmpty",
+    ),
+    "pyspark.sql.readwriter.DataFrameWriter": ("save", "parquet", "saveAsTable", "insertInto"),
+    "pyspark.ml.base.Estimator": ("fit",),
+}
+
+
+def record_actions() -> list[tuple[float, float, str]]:
+    """Wrap the DataFrame actions (and Spark ML's ``fit``) so that each call records (start,
+    end, the two innermost receval_spark frames that called it); returns the list being
+    filled."""
+    import functools
+    import importlib
+    import traceback
+
+    calls: list[tuple[float, float, str]] = []
+
+    def wrap(method):
+        @functools.wraps(method)
+        def timed(*args, **kwargs):
+            frames = [f for f in traceback.extract_stack()[:-1] if "/receval_spark/" in f.filename]
+            site = " < ".join(
+                [method.__name__]
+                + [
+                    f"{f.filename.split('/receval_spark/')[1]}:{f.lineno} ({f.name})"
+                    for f in frames[::-1][:2]
+                ]
+            )
+            began = time.time()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                calls.append((began, time.time(), site))
+
+        timed.__wrapped_by_profile__ = True
+        return timed
+
+    for path, names in ACTIONS.items():
+        module, cls = path.rsplit(".", 1)
+        owner = getattr(importlib.import_module(module), cls)
+        for name in names:
+            method = getattr(owner, name)
+            if not getattr(method, "__wrapped_by_profile__", False):
+                setattr(owner, name, wrap(method))
+    return calls
+
+
+def print_sites(
+    stages: list[tuple[str, float, float]],
+    jobs: list[tuple[float, float, float]],
+    calls: list[tuple[float, float, str]],
+) -> None:
+    """Per stage, the actions that ran in it grouped by call site (most Spark jobs first):
+    calls, Spark jobs submitted while they ran, wall seconds of the calls, task seconds."""
+    outermost = [c for c in calls if not any(o[0] < c[0] and c[1] <= o[1] for o in calls)]
+    for name, lo, hi in stages:
+        by_site: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0])
+        for a, b, site in outermost:
+            if lo <= a < hi:
+                entry = by_site[site]
+                entry[0] += 1
+                entry[2] += b - a
+                for start, _, task in jobs:
+                    if a <= start <= b:
+                        entry[1] += 1
+                        entry[3] += task
+        for site, (n, njobs, wall, task) in sorted(by_site.items(), key=lambda kv: -kv[1][1]):
+            print(
+                f"{name:10} {n:3d} calls {njobs:4d} jobs {wall:6.1f} s {task:6.1f} task s  {site}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument(
+        "--sites",
+        action="store_true",
+        help="also list, per stage, the call sites that submitted its Spark jobs (jobs, "
+        "wall seconds of those jobs, task seconds)",
+    )
     parser.add_argument(
         "--repeat",
         type=int,
@@ -105,8 +191,10 @@ def main() -> None:
         "spark.conf.spark.eventLog.rolling.enabled=false",
     ]
     config = load_config(args.config, overrides)
+    calls = record_actions() if args.sites else []
     spark = build_session(config.spark, app_name="receval-profile", quiet=True)
     for _ in range(args.repeat):
+        calls.clear()
         began = time.time()
         evaluation = evaluate(spark, config)
         evaluated = time.time()
@@ -118,11 +206,14 @@ def main() -> None:
         stages.append((name, lo, lo + seconds))
         lo += seconds
     stages += [("assemble", lo, evaluated), ("write", evaluated, written)]
-    rows, total = profile(stages, job_intervals(read_events(logs)))
+    jobs = job_intervals(read_events(logs))
+    rows, total = profile(stages, jobs)
     print("| stage | wall (s) | Spark jobs | busy (s) | idle (s) | task (s) |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, wall, n, busy, idle, task in [*rows, total]:
         print(f"| {name} | {wall:.1f} | {n} | {busy:.1f} | {idle:.1f} | {task:.1f} |")
+    if args.sites:
+        print_sites(stages, jobs, calls)
     if args.json:
         Path(args.json).write_text(json.dumps({"stages": rows, "total": total}, indent=1))
 

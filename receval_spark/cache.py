@@ -7,13 +7,17 @@ with new files in it) is answered from the stale cache. So every ``persist`` of 
 through :func:`persist`, which records the DataFrame in the enclosing :class:`CachedTables`;
 the API releases them when ``evaluate`` returns, or when the caller's ``with`` block ends.
 
-In a local session (master ``local[...]``, not Spark Connect) :func:`persist` cuts the lineage
-instead (an eager ``localCheckpoint``): the executors live in the driver's JVM, so a lost block is
-a lost driver and a cache's lineage buys no fault tolerance there, while every later plan that
-starts from a materialised table instead of the plan that made it is planned, re-optimised by
-AQE and reported to listeners in a fraction of the time (the ml-100k job: 94 -> 58 s;
-benchmarks/README.md, job profile). A checkpoint matches no later plan, so it can
-never answer another run; its blocks go when its DataFrame is garbage-collected.
+On a local master (``local[...]``: a classic session, or a Spark Connect server running on one)
+:func:`persist` cuts the lineage instead (an eager ``localCheckpoint``): the executors live in
+the driver's JVM, so a lost block is a lost driver and a cache's lineage buys no fault tolerance
+there, while every later plan that starts from a materialised table instead of the plan that
+made it is planned, re-optimised by AQE and reported to listeners in a fraction of the time
+(the ml-100k job: 94 -> 58 s). Over Spark Connect the gain is larger still, since every action
+sends its whole plan to the server to be analysed again: a crafted job as a Connect client,
+86 -> 12 s (benchmarks/README.md, job profile). A checkpoint matches no later plan, so it can
+never answer another run; its blocks go when its DataFrame is garbage-collected (over Connect,
+when the client releases it or its session ends). On a cluster master the cache keeps its
+lineage, so lost partitions are recomputed.
 """
 
 from __future__ import annotations
@@ -77,10 +81,8 @@ def persist(df: DataFrame) -> DataFrame:
 
 
 def cuts_lineage(df: DataFrame) -> bool:
-    """Whether :func:`persist` checkpoints ``df`` locally: a classic session on a local
-    master."""
-    if type(df).__module__.startswith("pyspark.sql.connect"):
-        return False
+    """Whether :func:`persist` checkpoints ``df`` locally: its session (classic, or a Spark
+    Connect server's) runs on a local master."""
     return (df.sparkSession.conf.get("spark.master", "") or "").startswith("local")
 
 

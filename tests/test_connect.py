@@ -247,11 +247,14 @@ RELEASE_CHECK = """
 import sys
 import pyarrow as pa, pyarrow.parquet as pq
 from pyspark.sql import SparkSession
-from receval_spark.cache import persist, releasing_cache
+import receval_spark.cache
+from receval_spark.cache import cuts_lineage, persist, releasing_cache
 
 url, folder, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 pq.write_table(pa.table({"x": list(range(n))}), folder + "/part-0.parquet")
 spark = SparkSession.builder.remote(url).getOrCreate()
+print("checkpoints:", cuts_lineage(spark.range(1)))  # the server runs on local[2]
+receval_spark.cache.cuts_lineage = lambda df: False  # the cache path, as on a cluster master
 with releasing_cache():
     counted = persist(spark.read.parquet("file://" + folder).groupBy().count())
     print(counted.collect()[0][0])
@@ -262,7 +265,9 @@ spark.stop()
 def test_connect_persisted_data_is_released_for_the_next_client(connect_server, tmp_path) -> None:
     """The server shares its cache among sessions and keeps it after a client stops: without
     the release a second client reading the same path (new files in it) gets the first
-    client's cached answer. Two clients, the file rewritten in between."""
+    client's cached answer. Two clients, the file rewritten in between, each persisting
+    through the cache as on a cluster master (on this local[2] server the job checkpoints
+    instead, which the client reports first)."""
     folder = tmp_path / "table"
     folder.mkdir()
     counts = []
@@ -276,6 +281,7 @@ def test_connect_persisted_data_is_released_for_the_next_client(connect_server, 
             timeout=600,
         )
         assert proc.returncode == 0, explain(proc)
+        assert "checkpoints: True" in proc.stdout, proc.stdout
         counts.append(int(proc.stdout.split()[-1]))
     assert counts == [10, 20]
 

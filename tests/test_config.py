@@ -9,6 +9,7 @@ import pytest
 from helpers import REPO
 
 from receval_spark.config import (
+    EmbeddingsConfig,
     EvaluationConfig,
     ExternalModel,
     GlobalTemporalSplit,
@@ -16,6 +17,7 @@ from receval_spark.config import (
     LeaveLastNSplit,
     RandomModel,
     SessionJobConfig,
+    embedding_blocks,
 )
 from receval_spark.config_files import load_config
 from receval_spark.errors import ConfigError
@@ -368,3 +370,21 @@ def test_segments_default_also_for_a_config_built_in_python(project):
     raw["split"] = {"method": "global_temporal", "quantile": 0.5}
     raw["evaluation"] = EvaluationConfig(k=[5])
     assert JobConfig.model_validate(raw).evaluation.segments == ["warm", "cold"]
+
+
+@pytest.mark.parametrize(
+    ("blocks", "rows", "expected"),
+    [
+        ("auto", 0, 2),
+        ("auto", 90_570, 2),
+        ("auto", 400_001, 3),
+        ("auto", 1_800_001, 10),
+        ("auto", 20_000_000, 10),
+        (7, 90_570, 7),
+        (1, 20_000_000, 1),
+    ],
+)
+def test_embedding_blocks_follow_the_history_unless_given(blocks, rows, expected):
+    assert embedding_blocks(blocks, rows) == expected
+    settings = EmbeddingsConfig() if blocks == "auto" else EmbeddingsConfig(blocks=blocks)
+    assert settings.blocks == blocks

@@ -17,8 +17,8 @@ def test_the_shipped_demo_evaluates_the_candidate_models_as_configured(
     shipped_demo: ShippedDemo,
 ) -> None:
     """ALS (a grid tuned on the validation period) and item-kNN next to popularity and random,
-    full and sampled_100 rows apart, the tuning in runs/, the sampled caveat and the tuning in
-    the human report."""
+    full and sampled_100 rows apart, the tuning in runs/, ild_embedding from ALS factors, the
+    sampled caveat and the tuning in the human report."""
     assert shipped_demo.proc.returncode == 0, explain(shipped_demo.proc)
     output = shipped_demo.output
     metrics = pd.read_parquet(output / "metrics" / f"run_date={DATE_A}")
@@ -33,6 +33,10 @@ def test_the_shipped_demo_evaluates_the_candidate_models_as_configured(
     tuning = json.loads(record.tuning)
     assert set(tuning) == {"als"} and len(tuning["als"]["grid"]) == 2
     assert tuning["als"]["chosen"]["reg_param"] in (0.1, 1.0)
+    # ild_embedding from ALS item factors with blocks sized to the history (auto: 2 here)
+    split = json.loads(record.split)
+    assert split["embeddings"] == "als" and split["embedding_blocks"] == 2
+    assert set(metrics.loc[metrics["metric"] == "ild_embedding", "model"]) == models
     report = (output / "report" / DATE_A / "report.md").read_text(encoding="utf-8")
     assert "## Protocol sampled_100" in report and "not comparable with the full" in report
     assert "## Tuning on the validation period" in report

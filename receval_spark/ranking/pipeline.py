@@ -32,6 +32,7 @@ from receval_spark.config import (
     PopularityModel,
     UserSegmentsSource,
     _FileSource,
+    embedding_blocks,
     hyperparameter_grid,
     sampled_negatives,
 )
@@ -1001,13 +1002,15 @@ def _beyond_inputs(
         units = persist(unit_vectors(items.select(ITEM, "embedding")))
     elif needs_vectors and source == "als":
         e = settings.embeddings
+        rows = summary["train"]["rows"] + summary.get("validation", {}).get("rows", 0)
+        summary["embedding_blocks"] = blocks = embedding_blocks(e.blocks, rows)
         vectors = als_item_embeddings(
             history,
             rank=e.rank,
             max_iter=e.max_iter,
             reg_param=e.reg_param,
             alpha=e.alpha,
-            blocks=e.blocks,
+            blocks=blocks,
             seed=e.seed,
         )
         units = persist(unit_vectors(vectors))

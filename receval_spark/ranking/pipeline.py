@@ -273,22 +273,36 @@ def load_external(raw: DataFrame, model: ExternalModel, *, interactions: DataFra
         return validate_recommendations(recs, columns=model.columns, source=key)
 
 
-def describe_part(part: DataFrame) -> dict[str, Any]:
-    """Rows, distinct users and items, and the time range of one split part."""
+def describe_parts(parts: Mapping[str, DataFrame]) -> dict[str, dict[str, Any]]:
+    """Rows, distinct users and items, and the time range of each split part, from one
+    aggregation over all of them (an empty part: zero counts, no time range)."""
     micros = F.unix_micros(TIMESTAMP)
-    row = part.agg(
-        F.count(F.lit(1)).alias("rows"),
-        F.countDistinct(USER).alias("users"),
-        F.countDistinct(ITEM).alias("items"),
-        F.min(micros).alias("first"),
-        F.max(micros).alias("last"),
-    ).collect()[0]
+    labelled = union_all(
+        [df.select(F.lit(name).alias("_part"), USER, ITEM, TIMESTAMP) for name, df in parts.items()]
+    )
+    assert labelled is not None  # train and test at least
+    found = {
+        row["_part"]: row
+        for row in labelled.groupBy("_part")
+        .agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.countDistinct(USER).alias("users"),
+            F.countDistinct(ITEM).alias("items"),
+            F.min(micros).alias("first"),
+            F.max(micros).alias("last"),
+        )
+        .collect()
+    }
+    empty = {"rows": 0, "users": 0, "items": 0, "first": None, "last": None}
     return {
-        "rows": int(row["rows"]),
-        "users": int(row["users"]),
-        "items": int(row["items"]),
-        "first_timestamp": iso_micros(row["first"]),
-        "last_timestamp": iso_micros(row["last"]),
+        name: {
+            "rows": int(row["rows"]),
+            "users": int(row["users"]),
+            "items": int(row["items"]),
+            "first_timestamp": iso_micros(row["first"]),
+            "last_timestamp": iso_micros(row["last"]),
+        }
+        for name, row in ((name, found.get(name, empty)) for name in parts)
     }
 
 
@@ -302,7 +316,7 @@ def describe_split(split: Split) -> dict[str, Any]:
         parts["validation"] = split.validation
     described = {
         **split.params,
-        **{name: describe_part(df) for name, df in parts.items()},
+        **describe_parts(parts),
     }
     for name in ("train", "test"):
         if described[name]["rows"] == 0:

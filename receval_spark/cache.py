@@ -63,9 +63,10 @@ _ACTIVE: ContextVar[CachedTables | None] = ContextVar("receval_cached_tables", d
 
 
 def persist(df: DataFrame) -> DataFrame:
-    """``df`` materialised once for the plans that read it: in a local session an eager
-    ``localCheckpoint`` on local disk (module doc), elsewhere ``df.persist()`` (MEMORY_AND_DISK),
-    recorded in the active :func:`tracking_cache` scope (outside one it simply stays persisted).
+    """``df`` materialised once for the plans that read it: on a local master (classic or Spark
+    Connect) an eager ``localCheckpoint`` on local disk (module doc), elsewhere ``df.persist()``
+    (MEMORY_AND_DISK), recorded in the active :func:`tracking_cache` scope (outside one it
+    simply stays persisted).
 
     Spark keeps one cache entry per plan: when an equal plan is cached already (another
     evaluation in the session, or the caller's own ``cache()``), that entry is used as it is

@@ -294,6 +294,7 @@ def describe_parts(parts: Mapping[str, DataFrame]) -> dict[str, dict[str, Any]]:
         .collect()
     }
     empty = {"rows": 0, "users": 0, "items": 0, "first": None, "last": None}
+    rows = {name: found.get(name, empty) for name in parts}
     return {
         name: {
             "rows": int(row["rows"]),
@@ -302,7 +303,7 @@ def describe_parts(parts: Mapping[str, DataFrame]) -> dict[str, dict[str, Any]]:
             "first_timestamp": iso_micros(row["first"]),
             "last_timestamp": iso_micros(row["last"]),
         }
-        for name, row in ((name, found.get(name, empty)) for name in parts)
+        for name, row in rows.items()
     }
 
 

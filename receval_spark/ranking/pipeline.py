@@ -501,13 +501,18 @@ def rank_models(
     scorers: Mapping[str, Scorer], users: DataFrame, *, k: int, seen: DataFrame | None
 ) -> DataFrame:
     """(user_id, item_id, score, rank, model): every model's top-k list for ``users``, seen
-    items filtered, ties broken by item id (receval_spark.ranking.topk)."""
-    return union_all(
+    items filtered, ties broken by item id (receval_spark.ranking.topk). The models'
+    candidates are filtered and ranked together (one anti-join, one window by model and
+    user), so the shuffles do not grow with the number of models."""
+    candidates = union_all(
         [
-            rank_candidates(s.candidates(users), k=k, seen=seen).withColumn("model", F.lit(name))
+            s.candidates(users).select(F.lit(name).alias("model"), USER, ITEM, SCORE)
             for name, s in scorers.items()
         ]
     )
+    assert candidates is not None  # a job has at least one model
+    ranked = rank_candidates(candidates, k=k, seen=seen, by=["model"])
+    return ranked.select(USER, ITEM, SCORE, RANK, "model")
 
 
 def _with_named(

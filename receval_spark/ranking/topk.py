@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -14,24 +16,28 @@ def filter_seen_items(candidates: DataFrame, seen: DataFrame) -> DataFrame:
     return candidates.join(seen.select(USER, ITEM).distinct(), on=[USER, ITEM], how="left_anti")
 
 
-def top_k(candidates: DataFrame, *, k: int) -> DataFrame:
-    """R_k(u): (user_id, item_id, score, rank) with rank 1..k per user.
+def top_k(candidates: DataFrame, *, k: int, by: Sequence[str] = ()) -> DataFrame:
+    """R_k(u): (*by, user_id, item_id, score, rank) with rank 1..k per user (per ``by`` and
+    user: e.g. every model's lists in one pass).
 
     Order: score descending, ties by item id ascending, so the result is the same for any
     partitioning or input order. Users with fewer than k candidates keep all of them. Every
     smaller cut-off k' is the rows with rank <= k'.
     """
-    order = Window.partitionBy(USER).orderBy(F.col(SCORE).desc(), F.col(ITEM).asc())
-    return candidates.select(USER, ITEM, SCORE, F.row_number().over(order).alias(RANK)).filter(
+    order = Window.partitionBy(*by, USER).orderBy(F.col(SCORE).desc(), F.col(ITEM).asc())
+    return candidates.select(*by, USER, ITEM, SCORE, F.row_number().over(order).alias(RANK)).filter(
         F.col(RANK) <= k
     )
 
 
-def rank_candidates(candidates: DataFrame, *, k: int, seen: DataFrame | None) -> DataFrame:
-    """Remove seen items (when ``seen`` is given) before the cut, then keep the top k."""
+def rank_candidates(
+    candidates: DataFrame, *, k: int, seen: DataFrame | None, by: Sequence[str] = ()
+) -> DataFrame:
+    """Remove seen items (when ``seen`` is given) before the cut, then keep the top k (per
+    ``by`` and user)."""
     if seen is not None:
         candidates = filter_seen_items(candidates, seen)
-    return top_k(candidates, k=k)
+    return top_k(candidates, k=k, by=by)
 
 
 def sampled_top_k(scores: DataFrame, *, k: int, seed: int) -> DataFrame:

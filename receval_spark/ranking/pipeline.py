@@ -502,8 +502,8 @@ def rank_models(
 ) -> DataFrame:
     """(user_id, item_id, score, rank, model): every model's top-k list for ``users``, seen
     items filtered, ties broken by item id (receval_spark.ranking.topk). The models'
-    candidates are filtered and ranked together (one anti-join, one window by model and
-    user), so the shuffles do not grow with the number of models."""
+    candidates are filtered and ranked together: one window by model and user, whose shuffle
+    does not grow with the number of models."""
     candidates = union_all(
         [
             s.candidates(users).select(F.lit(name).alias("model"), USER, ITEM, SCORE)

@@ -768,16 +768,15 @@ def sampled_protocol(
     scoring = {name: s for name, s in scorers.items() if s.scores is not None}
     if not scoring:
         return [], None
-    ranked = persist(
-        union_all(
-            [
-                sampled_top_k(s.scores(pairs), k=max(settings.k), seed=settings.seed).withColumn(
-                    "model", F.lit(name)
-                )
-                for name, s in scoring.items()
-            ]
-        )
+    scores = union_all(
+        [
+            s.scores(pairs).select(F.lit(name).alias("model"), USER, ITEM, SCORE)
+            for name, s in scoring.items()
+        ]
     )
+    assert scores is not None  # at least one scoring model
+    ranked = sampled_top_k(scores, k=max(settings.k), seed=settings.seed, by=["model"])
+    ranked = persist(ranked.select(USER, ITEM, SCORE, RANK, "model"))
     ranked.count()  # one job for every model's sampled lists; later plans start from here
     models = users.sparkSession.createDataFrame([(m,) for m in scoring], "model string")
     accuracy = accuracy_per_user(ranked, population, models=models, settings=settings)

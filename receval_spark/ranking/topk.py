@@ -40,21 +40,22 @@ def rank_candidates(
     return top_k(candidates, k=k, by=by)
 
 
-def sampled_top_k(scores: DataFrame, *, k: int, seed: int) -> DataFrame:
-    """R_k(u) of a sampled protocol (DESIGN §7): (user_id, item_id, score, rank), rank 1..k.
+def sampled_top_k(scores: DataFrame, *, k: int, seed: int, by: Sequence[str] = ()) -> DataFrame:
+    """R_k(u) of a sampled protocol (DESIGN §7): (*by, user_id, item_id, score, rank), rank
+    1..k per user (per ``by`` and user, as :func:`top_k`).
 
     A user whose every score is null (the model cannot score the user) gets no list, so scores
     0 on every metric, as under ``full``. Order: score descending (an unscored item last), equal
     scores by a seeded hash of (seed, user, item), never by item id, so an item's id cannot lift
     it above the items it ties with; item id only breaks a 64-bit hash collision.
     """
-    scored = Window.partitionBy(USER)
-    order = Window.partitionBy(USER).orderBy(
+    scored = Window.partitionBy(*by, USER)
+    order = Window.partitionBy(*by, USER).orderBy(
         F.col(SCORE).desc_nulls_last(), seeded_hash(seed, USER, ITEM), F.col(ITEM).asc()
     )
     return (
         scores.withColumn("_scored", F.count(SCORE).over(scored))
         .filter(F.col("_scored") > 0)
-        .select(USER, ITEM, SCORE, F.row_number().over(order).alias(RANK))
+        .select(*by, USER, ITEM, SCORE, F.row_number().over(order).alias(RANK))
         .filter(F.col(RANK) <= k)
     )

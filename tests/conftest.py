@@ -20,18 +20,28 @@ from helpers import (
     run_demo,
     run_shipped_demo,
 )
+from jvm_archive import archive_path, jvm_options, start_build
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # every Spark the tests start: loopback only
 # Every JVM started through spark-submit (the jobs the tests run as processes, spark-submit
-# itself, the Connect and Thrift servers, notebook kernels' Spark) compiles with C1 only: such a
-# JVM lives for one small job, and C2's compiler threads cost it about 45% of its CPU time
-# (a crafted job as a process: 50 -> 28 CPU seconds), which two workers on two cores pay in
-# wall time. The test session's own long-lived JVM keeps C2 (TEST_SESSION_CONF). Compilation
-# does not change results: Java's floating point is strict since 17.
-SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1"
-os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_LIVED_JVM)
+# itself, the Connect and Thrift servers, notebook kernels' Spark) lives for one small job, so
+# it is set up for starting, not for running long (benchmarks/README.md, "The tests' short-lived
+# JVMs"): it compiles Java with C1 only (C2's compiler threads cost it about 45% of its CPU
+# time), interprets Spark's expressions instead of generating and compiling Java for each plan
+# (Spark's test-only factoryMode), and maps Spark's classes from a class-data-sharing archive
+# (jvm_archive.py, built in the background at the first run). Together: a crafted job as a
+# process 39 -> 25 CPU seconds, which two workers on two cores pay in wall time. The test
+# session's own long-lived JVM keeps C2 and code generation (TEST_SESSION_CONF), as users run.
+# None of this changes results: Java's floating point is strict since 17, and Spark's
+# interpreted and generated expressions are the same functions.
+SHORT_LIVED_JVM = (
+    "-XX:TieredStopAtLevel=1 -Dspark.sql.codegen.wholeStage=false "
+    "-Dspark.sql.codegen.factoryMode=NO_CODEGEN"
+)
+JVM_ARCHIVE = archive_path()
+os.environ.setdefault("SPARK_SUBMIT_OPTS", f"{SHORT_LIVED_JVM} {jvm_options(JVM_ARCHIVE)}")
 
 # The tiers (docs/contributing.md, Tests): `make test` runs -m "not slow", `make test-all`
 # everything. A test is slow when it carries one of SLOW_MARKERS (pyproject describes each), set
@@ -62,6 +72,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             "or set JAVA_HOME.",
             returncode=3,
         )
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        start_build(JVM_ARCHIVE, SHORT_LIVED_JVM)
 
 
 # Under pytest-xdist (`make test`, `make test-all`: two workers) a worker runs whole groups: a
@@ -137,6 +149,9 @@ TEST_SESSION_CONF = {
     "spark.ui.dagGraph.retainedRootRDDs": "50",
     # after SPARK_SUBMIT_OPTS on the driver's command line, so this JVM keeps C2 (see above)
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=4",
+    # and generates code, as users' sessions do (SPARK_SUBMIT_OPTS turns it off)
+    "spark.sql.codegen.wholeStage": "true",
+    "spark.sql.codegen.factoryMode": "FALLBACK",
 }
 
 

@@ -1,0 +1,100 @@
+"""A class-data-sharing archive of the classes a small job's JVM loads, for the short-lived
+JVMs the tests start (conftest.py, SHORT_LIVED_JVM). Java loads and verifies Spark's classes
+anew in every JVM; mapped from an archive they cost a crafted job as a process 39 -> 27 CPU
+seconds (benchmarks/README.md). Built once per virtual environment, Java and pyspark, in the
+background by ``python tests/jvm_archive.py`` (a crafted job under ``-XX:ArchiveClassesAtExit``);
+a JVM started before it exists, or one whose class path does not match it, runs without it,
+silently (``ARCHIVE_QUIET``)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+from helpers import REPO, crafted_job_config, crafted_log, job_env, spark_submit
+
+# An archive that is missing or does not match the JVM's class path is ignored; these keep the
+# JVM from saying so on stdout, which some tests read.
+ARCHIVE_QUIET = "-Xlog:cds*=off -Xlog:class+path=off"
+BUILDING_FOR = 900  # seconds after which a build that left its lock behind is presumed dead
+
+
+def archive_path() -> Path:
+    """The archive of this virtual environment for this Java and this pyspark's jars."""
+    import pyspark
+
+    java = Path(shutil.which("java") or "java").resolve()
+    jars = sorted(p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar"))
+    key = hashlib.sha256("\n".join([str(java), pyspark.__version__, *jars]).encode()).hexdigest()
+    return Path(sys.prefix) / "receval-test-jvm" / f"spark-{key[:16]}.jsa"
+
+
+def jvm_options(archive: Path) -> str:
+    """The options that map ``archive`` (ignored while it does not exist), or none when its
+    path cannot be one word of SPARK_SUBMIT_OPTS."""
+    return "" if " " in str(archive) else f"-XX:SharedArchiveFile={archive} {ARCHIVE_QUIET}"
+
+
+def start_build(archive: Path, options: str) -> None:
+    """Build ``archive`` (:func:`build`) in a background process unless it exists or another
+    build is on."""
+    lock = archive.with_suffix(".building")
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    if archive.exists() or (lock.exists() and time.time() - lock.stat().st_mtime < BUILDING_FOR):
+        return
+    lock.write_text(str(os.getpid()), encoding="utf-8")
+    subprocess.Popen(
+        [sys.executable, __file__, str(archive), options],
+        cwd=REPO,
+        env=job_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def build(archive: Path, options: str) -> None:
+    """Run the crafted job (two models, a bootstrap, segments) under spark-submit with
+    ``options``, its JVM writing the classes it loaded at exit; the archive appears at once,
+    complete (a JVM mapping a partly written archive crashes)."""
+    partial = archive.with_suffix(f".{os.getpid()}.partial")
+    try:
+        with tempfile.TemporaryDirectory(prefix="receval-jvm-archive-") as folder:
+            raw = crafted_job_config(
+                Path(folder),
+                crafted_log(reconsumed=False),
+                [
+                    {"name": "popularity", "kind": "popularity"},
+                    {"name": "random", "kind": "random"},
+                ],
+            )
+            raw["evaluation"]["bootstrap_samples"] = 20
+            config = Path(folder) / "job.yaml"
+            config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+            env = job_env()
+            env["SPARK_SUBMIT_OPTS"] = f"{options} -XX:ArchiveClassesAtExit={partial}"
+            done = subprocess.run(
+                [str(spark_submit()), "jobs/evaluate.py", "--config", str(config)],
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=BUILDING_FOR,
+            )
+        if done.returncode == 0 and partial.exists():
+            os.replace(partial, archive)
+    finally:
+        partial.unlink(missing_ok=True)
+        archive.with_suffix(".building").unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    build(Path(sys.argv[1]), sys.argv[2])

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 from helpers import (
+    INTERPRETED,
     SHARED_DATA,
     ReportRoot,
+    generated_code,
     kept_sql_conf,
     ml100k_external_recs,
     ml100k_job,
@@ -33,12 +35,12 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # every Spark the tests st
 # (Spark's test-only factoryMode), and maps Spark's classes from a class-data-sharing archive
 # (jvm_archive.py, built in the background at the first run). Together: a crafted job as a
 # process 39 -> 25 CPU seconds, which two workers on two cores pay in wall time. The test
-# session's own long-lived JVM keeps C2 and code generation (TEST_SESSION_CONF), as users run.
+# session's own long-lived JVM keeps C2 (TEST_SESSION_CONF) and interprets too, except for the
+# ml-100k parity job (ml100k_run), which runs generated code as users' jobs do.
 # None of this changes results: Java's floating point is strict since 17, and Spark's
 # interpreted and generated expressions are the same functions.
-SHORT_LIVED_JVM = (
-    "-XX:TieredStopAtLevel=1 -Dspark.sql.codegen.wholeStage=false "
-    "-Dspark.sql.codegen.factoryMode=NO_CODEGEN"
+SHORT_LIVED_JVM = " ".join(
+    ["-XX:TieredStopAtLevel=1", *(f"-D{k}={v}" for k, v in INTERPRETED.items())]
 )
 JVM_ARCHIVE = archive_path()
 os.environ.setdefault("SPARK_SUBMIT_OPTS", f"{SHORT_LIVED_JVM} {jvm_options(JVM_ARCHIVE)}")
@@ -149,9 +151,8 @@ TEST_SESSION_CONF = {
     "spark.ui.dagGraph.retainedRootRDDs": "50",
     # after SPARK_SUBMIT_OPTS on the driver's command line, so this JVM keeps C2 (see above)
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=4",
-    # and generates code, as users' sessions do (SPARK_SUBMIT_OPTS turns it off)
-    "spark.sql.codegen.wholeStage": "true",
-    "spark.sql.codegen.factoryMode": "FALLBACK",
+    # most tests run tiny jobs in this session: -10% time for the in-process tiers' jobs
+    **INTERPRETED,
 }
 
 
@@ -228,13 +229,14 @@ def ml100k_external(shared_data, tmp_path_factory):
 @pytest.fixture(scope="session")
 def ml100k_run(spark, shared_data, ml100k_external, tmp_path_factory):
     """(config, Evaluation) of the one ml-100k job of the parity modules (helpers.ml100k_job),
-    run in-process through the public job API once per test run."""
+    run in-process through the public job API once per test run, on Spark's generated code."""
     from receval_spark import evaluate
     from receval_spark.config import validate_config
 
     output = tmp_path_factory.mktemp("ml100k-reports")
     config = validate_config(ml100k_job(shared_data / "ml-100k", output, ml100k_external[1]))
-    return config, evaluate(spark, config, keep_cached=True).outcome
+    with generated_code(spark):
+        return config, evaluate(spark, config, keep_cached=True).outcome
 
 
 @pytest.fixture

@@ -48,6 +48,29 @@ def kept_sql_conf(spark):
                 spark.conf.set(key, value)
 
 
+# Spark's expressions interpreted (its test-only factoryMode), or generated as Java and compiled
+# as in users' sessions: most tests' jobs are tiny, where compiling is most of the cost
+# (conftest.py, SHORT_LIVED_JVM); the real-data parity job runs generated code (generated_code).
+INTERPRETED = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+GENERATED = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+
+
+@contextlib.contextmanager
+def generated_code(spark):
+    """Run Spark's generated code on the shared session inside the block (GENERATED)."""
+    saved = {key: spark.conf.get(key) for key in GENERATED}
+    for key, value in GENERATED.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            spark.conf.set(key, value)
+
+
 @contextlib.contextmanager
 def one_als_fit_per_history(fit_model):
     """Within the block, the ALS fits of ``fit_model`` (the tests' import of it) are memoised

@@ -36,7 +36,7 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # every Spark the tests st
 # (jvm_archive.py, built in the background at the first run). Together: a crafted job as a
 # process 39 -> 25 CPU seconds, which two workers on two cores pay in wall time. The test
 # session's own long-lived JVM keeps C2 (TEST_SESSION_CONF) and interprets too, except for the
-# ml-100k parity job (ml100k_run), which runs generated code as users' jobs do.
+# ml-100k jobs (ml100k_run, the models on ml-100k), which run generated code as users' do.
 # None of this changes results: Java's floating point is strict since 17, and Spark's
 # interpreted and generated expressions are the same functions.
 SHORT_LIVED_JVM = " ".join(

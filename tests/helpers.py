@@ -50,7 +50,7 @@ def kept_sql_conf(spark):
 
 # Spark's expressions interpreted (its test-only factoryMode), or generated as Java and compiled
 # as in users' sessions: most tests' jobs are tiny, where compiling is most of the cost
-# (conftest.py, SHORT_LIVED_JVM); the real-data parity job runs generated code (generated_code).
+# (conftest.py, SHORT_LIVED_JVM); the ml-100k jobs run generated code (generated_code).
 INTERPRETED = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import generated_code
 
 from receval_spark import evaluate
 from receval_spark.config import validate_config
@@ -57,7 +58,8 @@ def u_data(shared_data: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def ranking(spark, u_data, tmp_path_factory):
-    """popularity, random, ALS and item-kNN (both with grids), full and sampled_100."""
+    """popularity, random, ALS and item-kNN (both with grids), full and sampled_100, on
+    Spark's generated code."""
     cfg = config(
         u_data,
         tmp_path_factory.mktemp("ranking"),
@@ -75,7 +77,8 @@ def ranking(spark, u_data, tmp_path_factory):
             {"name": "item_knn", "kind": "item_knn", "neighbours": [50, 200]},
         ],
     )
-    return evaluate(spark, cfg, keep_cached=True).outcome
+    with generated_code(spark):  # ALS's scoring and item-kNN's pairs are compute
+        return evaluate(spark, cfg, keep_cached=True).outcome
 
 
 def value(evaluation, model, metric, protocol="full", segment="all"):

@@ -12,15 +12,16 @@ from pathlib import Path
 
 import pytest
 from helpers import (
+    GENERATED,
     INTERPRETED,
     SHARED_DATA,
     ReportRoot,
-    generated_code,
     kept_sql_conf,
     ml100k_external_recs,
     ml100k_job,
     run_demo,
     run_shipped_demo,
+    sql_conf,
 )
 from jvm_archive import archive_path, jvm_options, start_build
 
@@ -235,7 +236,7 @@ def ml100k_run(spark, shared_data, ml100k_external, tmp_path_factory):
 
     output = tmp_path_factory.mktemp("ml100k-reports")
     config = validate_config(ml100k_job(shared_data / "ml-100k", output, ml100k_external[1]))
-    with generated_code(spark):
+    with sql_conf(spark, GENERATED):
         return config, evaluate(spark, config, keep_cached=True).outcome
 
 

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,12 +32,16 @@ VENV_BIN = Path(sys.executable).parent
 
 
 @contextlib.contextmanager
-def kept_sql_conf(spark):
-    """Put back the runtime SQL options a job run in this process sets on the shared session
-    (receval_spark.spark.DEFAULT_CONF's and the configs' modifiable spark.sql.* options)."""
+def kept_sql_conf(spark, keys: Iterable[str] | None = None):
+    """Put back (or unset) the runtime SQL options ``keys`` of the shared session after the
+    block; by default those a job run in this process sets (receval_spark.spark.DEFAULT_CONF's
+    and the configs' modifiable spark.sql.* options)."""
     from receval_spark.spark import DEFAULT_CONF
 
-    keys = [k for k in DEFAULT_CONF if k.startswith("spark.sql.") and spark.conf.isModifiable(k)]
+    if keys is None:
+        keys = [
+            k for k in DEFAULT_CONF if k.startswith("spark.sql.") and spark.conf.isModifiable(k)
+        ]
     saved = {key: spark.conf.get(key, None) for key in keys}
     try:
         yield
@@ -50,7 +55,7 @@ def kept_sql_conf(spark):
 
 # Spark's expressions interpreted (its test-only factoryMode), or generated as Java and compiled
 # as in users' sessions: most tests' jobs are tiny, where compiling is most of the cost
-# (conftest.py, SHORT_LIVED_JVM); the ml-100k jobs run generated code (generated_code).
+# (conftest.py, SHORT_LIVED_JVM); the ml-100k jobs run generated code (sql_conf(spark, GENERATED)).
 INTERPRETED = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
@@ -59,16 +64,12 @@ GENERATED = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryM
 
 
 @contextlib.contextmanager
-def generated_code(spark):
-    """Run Spark's generated code on the shared session inside the block (GENERATED)."""
-    saved = {key: spark.conf.get(key) for key in GENERATED}
-    for key, value in GENERATED.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
+def sql_conf(spark, settings: dict[str, str]):
+    """The runtime SQL ``settings`` on the shared session inside the block (kept_sql_conf)."""
+    with kept_sql_conf(spark, settings):
+        for key, value in settings.items():
             spark.conf.set(key, value)
+        yield
 
 
 @contextlib.contextmanager
@@ -439,9 +440,18 @@ def explain(proc: subprocess.CompletedProcess[str]) -> str:
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` different TCP ports on 127.0.0.1 that nothing listens on now."""
+    with contextlib.ExitStack() as stack:
+        probes = [
+            stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(n)
+        ]
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
 
 
 def port_accepts(port: int) -> bool:

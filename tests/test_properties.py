@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
+from helpers import sql_conf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -74,24 +74,15 @@ def _expected_relevant(rows) -> dict[int, int]:
     return counts
 
 
-@contextmanager
-def shuffle_partitions(spark, n: int) -> Iterator[None]:
+def shuffle_partitions(spark, n: int) -> AbstractContextManager[None]:
     """Exactly ``n`` shuffle partitions (AQE would otherwise coalesce tiny data into one)."""
-    changes = {
-        "spark.sql.shuffle.partitions": str(n),
-        "spark.sql.adaptive.coalescePartitions.enabled": "false",
-    }
-    previous = {key: spark.conf.get(key, None) for key in changes}
-    for key, value in changes.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in previous.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
+    return sql_conf(
+        spark,
+        {
+            "spark.sql.shuffle.partitions": str(n),
+            "spark.sql.adaptive.coalescePartitions.enabled": "false",
+        },
+    )
 
 
 @spark_settings(8)

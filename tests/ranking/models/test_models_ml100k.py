@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import generated_code
+from helpers import GENERATED, sql_conf
 
 from receval_spark import evaluate
 from receval_spark.config import validate_config
@@ -77,7 +77,7 @@ def ranking(spark, u_data, tmp_path_factory):
             {"name": "item_knn", "kind": "item_knn", "neighbours": [50, 200]},
         ],
     )
-    with generated_code(spark):  # ALS's scoring and item-kNN's pairs are compute
+    with sql_conf(spark, GENERATED):  # ALS's scoring and item-kNN's pairs are compute
         return evaluate(spark, cfg, keep_cached=True).outcome
 
 

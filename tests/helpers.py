@@ -8,6 +8,7 @@ import contextlib
 import datetime as dt
 import math
 import os
+import random
 import shutil
 import signal
 import socket
@@ -438,20 +439,28 @@ def explain(proc: subprocess.CompletedProcess[str]) -> str:
     return f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-6000:]}"
 
 
+# The kernel's ephemeral ports (what binding port 0 gets), and where the tests' own start.
+EPHEMERAL_PORTS = tuple(
+    int(p) for p in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+)
+PRIVATE_PORTS_FROM = 10_000
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    return free_ports(1)[0]
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` different TCP ports on 127.0.0.1 that nothing listens on now."""
-    with contextlib.ExitStack() as stack:
-        probes = [
-            stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(n)
-        ]
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [probe.getsockname()[1] for probe in probes]
+    """A TCP port on 127.0.0.1 that nothing listens on now, taken below the kernel's range of
+    ephemeral ports (EPHEMERAL_PORTS). A port from that range could be taken, before the server
+    it is picked for binds it, by anything binding port 0: Spark's own driver and block manager
+    (the Thrift Server's once took the Thrift port picked for it, and beeline reached it)."""
+    pick = random.SystemRandom()
+    for _ in range(100):
+        port = pick.randrange(PRIVATE_PORTS_FROM, EPHEMERAL_PORTS[0])
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in [{PRIVATE_PORTS_FROM}, {EPHEMERAL_PORTS[0]})")
 
 
 def port_accepts(port: int) -> bool:

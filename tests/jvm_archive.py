@@ -42,10 +42,15 @@ def jvm_options(archive: Path) -> str:
     return "" if " " in str(archive) else f"-XX:SharedArchiveFile={archive} {ARCHIVE_QUIET}"
 
 
+def building(archive: Path) -> Path:
+    """The lock file of a build of ``archive`` that is on (its mtime: when it started)."""
+    return archive.with_suffix(".building")
+
+
 def start_build(archive: Path, options: str) -> None:
     """Build ``archive`` (:func:`build`) in a background process unless it exists or another
     build is on."""
-    lock = archive.with_suffix(".building")
+    lock = building(archive)
     archive.parent.mkdir(parents=True, exist_ok=True)
     if archive.exists() or (lock.exists() and time.time() - lock.stat().st_mtime < BUILDING_FOR):
         return
@@ -93,7 +98,7 @@ def build(archive: Path, options: str) -> None:
             os.replace(partial, archive)
     finally:
         partial.unlink(missing_ok=True)
-        archive.with_suffix(".building").unlink(missing_ok=True)
+        building(archive).unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

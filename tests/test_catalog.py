@@ -24,7 +24,7 @@ from helpers import (
     crafted_job_config,
     crafted_log,
     explain,
-    free_ports,
+    free_port,
     job_env,
     kill_at_event,
     port_accepts,
@@ -129,10 +129,7 @@ def test_tables_in_the_metastore_answer_sql_over_jdbc(spark, tmp_path, viewfs_mo
     assert committed["runs", DATES[0]].run_id.iloc[0] == run_ids[2]  # the re-run
     assert committed["runs", DATES[1]].run_id.iloc[0] == run_ids[1]  # not the killed run
 
-    # the server's own driver and block manager on ports of their own: left to choose, Spark
-    # once bound its block manager to the port picked for the Thrift service (beeline then
-    # reached the block manager)
-    port, driver_port, block_manager_port = free_ports(3)
+    port = free_port()
     server_log = tmp_path / "thrift.log"
     server = subprocess.Popen(
         [
@@ -144,10 +141,6 @@ def test_tables_in_the_metastore_answer_sql_over_jdbc(spark, tmp_path, viewfs_mo
             *[arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")],
             "--conf",
             "spark.ui.enabled=false",
-            "--conf",
-            f"spark.driver.port={driver_port}",
-            "--conf",
-            f"spark.blockManager.port={block_manager_port}",
             "--hiveconf",
             f"hive.server2.thrift.port={port}",
             "--hiveconf",

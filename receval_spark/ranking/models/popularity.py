@@ -45,25 +45,39 @@ def popularity_ranks(
     (:func:`item_popularity`, or the catalogue's train users per item) and not in ``seen`` for
     the user, the item's rank in the user's popularity list — the rank
     :func:`popularity_candidates` and seen filtering give it — without building the lists:
-    rank = global position - the number of the user's seen items placed before it.
+    rank = global position - the number of the user's distinct seen items placed before it.
 
-    One window per user over the pairs and the user's seen items in popularity order (a
-    running count of seen items): linear in pairs + seen pairs, so a few pairs per user (e.g.
-    the relevant recommended items) cost far less than every user's top-k popularity list.
+    One window per user over the pairs and those of the user's seen items placed no later
+    than the user's last pair (the others cannot move a rank), in popularity order, seen
+    items first on a tie: a running count of seen items, and a pair right after a seen item
+    of its own position is itself seen and dropped — no anti-join of the pairs with
+    ``seen``. Linear in pairs plus the seen pairs of their users, so a few pairs per user
+    (e.g. the relevant recommended items) cost far less than every user's top-k popularity
+    list.
     """
     positions = popularity_positions(popularity).select(ITEM, "_pos")
     ranked = pairs.select(USER, ITEM).distinct().join(positions, on=ITEM)
     if seen is None:
         return ranked.select(USER, ITEM, F.col("_pos").alias(RANK))
-    seen = seen.select(USER, ITEM).distinct()
-    unseen = ranked.join(seen, on=[USER, ITEM], how="left_anti").withColumn("_seen", F.lit(0))
-    marks = seen.join(positions, on=ITEM).withColumn("_seen", F.lit(1))
-    # distinct items hold distinct positions: no seen item ties with a pair
-    earlier = Window.partitionBy(USER).orderBy("_pos").rowsBetween(Window.unboundedPreceding, 0)
+    last = ranked.groupBy(USER).agg(F.max("_pos").alias("_last"))
+    marks = (
+        seen.select(USER, ITEM)
+        .join(last, on=USER)
+        .join(positions, on=ITEM)
+        .filter(F.col("_pos") <= F.col("_last"))
+        .select(USER, "_pos")
+        .distinct()  # distinct items hold distinct positions
+        .withColumn("_seen", F.lit(1))
+    )
+    order = Window.partitionBy(USER).orderBy(F.col("_pos"), F.col("_seen").desc())
+    so_far = order.rowsBetween(Window.unboundedPreceding, 0)
+    is_seen = (F.lag("_seen").over(order) == 1) & (F.lag("_pos").over(order) == F.col("_pos"))
     return (
-        unseen.unionByName(marks)
-        .withColumn("_before", F.sum("_seen").over(earlier))
-        .filter(F.col("_seen") == 0)
+        ranked.withColumn("_seen", F.lit(0))
+        .unionByName(marks, allowMissingColumns=True)
+        .withColumn("_before", F.sum("_seen").over(so_far))
+        .withColumn("_is_seen", F.coalesce(is_seen, F.lit(False)))
+        .filter((F.col("_seen") == 0) & ~F.col("_is_seen"))
         .select(USER, ITEM, (F.col("_pos") - F.col("_before")).cast("int").alias(RANK))
     )
 

@@ -171,6 +171,14 @@ def list_counts(lists: DataFrame, *, by: Sequence[str]) -> DataFrame:
     return lists.groupBy(*by).agg(F.countDistinct(USER).alias("n_lists"))
 
 
+def list_holders(ranked: DataFrame, *, keys: Sequence[str], ks: Sequence[int]) -> DataFrame:
+    """(*keys, user_id, k): one row per non-empty R_k(u) of the rankings ``ranked`` (*keys,
+    user_id, rank, ...), read off their rank-1 rows: a list is non-empty at every k once it
+    has a first item."""
+    first = ranked.filter(F.col(RANK) == 1).select(*keys, USER, RANK)
+    return top_k_lists(first, ks=ks).drop(RANK)
+
+
 def exposure_blocks(exposure: DataFrame, *, by: Sequence[str]) -> DataFrame:
     """(*by, f, in_catalogue, c, interactions, pair_sum): items grouped by exposure f, with
     c items, the sum of their n_interactions and of their (s^2 - q) / 2. One small table per
@@ -252,16 +260,23 @@ def group_values(
 
 
 def jaccard_pair_distances(
-    lists: DataFrame, *, by: Sequence[str], pairs: int, seed: int
+    lists: DataFrame,
+    *,
+    by: Sequence[str],
+    pairs: int,
+    seed: int,
+    holders: DataFrame | None = None,
 ) -> DataFrame:
     """(*by, _pair, value = 1 - Jaccard) for a seeded sample of disjoint user pairs per group.
 
     The 2·pairs users with the smallest hash(seed, user) in a group are paired in hash order;
     a uniform sample of pairs, independent of partitioning. Its mean estimates
     ``personalization_jaccard``; its spread gives the standard error std / sqrt(pairs).
+    ``holders``: (*by, user_id), one row per list, when the caller has them (else the
+    distinct users of ``lists``).
     """
     by = list(by)
-    users = lists.select(*by, USER).distinct()
+    users = holders if holders is not None else lists.select(*by, USER).distinct()
     order = Window.partitionBy(*by).orderBy(seeded_hash(seed, USER), F.col(USER))
     chosen = (
         users.withColumn("_pos", F.row_number().over(order) - 1)
@@ -805,10 +820,12 @@ def group_beyond(
     seed: int,
     bootstrap_samples: int = 0,
     exposure: DataFrame | None = None,
+    holders: DataFrame | None = None,
 ) -> DataFrame | None:
     """(*by, metric, value, n_users, std, n_samples, interval) for the group metrics.
 
-    ``exposure``: :func:`item_exposure` of the lists by ``by`` when the caller has it already.
+    ``exposure``: :func:`item_exposure` of the lists by ``by`` when the caller has it already;
+    ``holders``: (*by, user_id), one row per list (:func:`list_holders`), likewise.
     n_users is the number of lists in the group. personalization_jaccard is a mean over
     sampled user pairs: std is their deviation, n_samples their number, interval ``t``. The
     other group statistics carry the bootstrap std and interval ``bootstrap`` when
@@ -819,7 +836,9 @@ def group_beyond(
     statistics = [m for m in GROUP_STATISTICS if m in metrics]
     if not statistics and "personalization_jaccard" not in metrics:
         return None
-    counts = persist(list_counts(lists, by=by))  # read by every statistic below
+    if holders is None:  # read by the list counts and the Jaccard sample
+        holders = lists.select(*by, USER).distinct()
+    counts = persist(holders.groupBy(*by).agg(F.count(F.lit(1)).alias("n_lists")))
     frames = []
     scalar = None
     if statistics:  # blocks persisted only when a statistic reads them
@@ -843,7 +862,7 @@ def group_beyond(
         )
     if "personalization_jaccard" in metrics:
         frames.append(
-            jaccard_pair_distances(lists, by=by, pairs=pairs, seed=seed)
+            jaccard_pair_distances(lists, by=by, pairs=pairs, seed=seed, holders=holders)
             .groupBy(*by)
             .agg(
                 exact_mean("value").alias("value"),

@@ -59,6 +59,7 @@ from receval_spark.metrics.beyond import (
     group_beyond,
     item_exposure,
     item_statistics,
+    list_holders,
     long_tail,
     per_user_beyond,
     top_k_lists,
@@ -596,6 +597,9 @@ def beyond_accuracy(
         seed=settings.seed,
         bootstrap_samples=settings.bootstrap_samples,
         exposure=exposure,
+        holders=list_holders(ranked, keys=["model"], ks=settings.k).join(
+            population.segments, on=USER
+        ),
     )
     if groups is not None:
         rows += [metric_row(r) for r in groups.collect()]

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import reference as ref
+from chispa import assert_df_equality
 from helpers import beyond_metric
 from pyspark.sql import functions as F
 
@@ -25,6 +26,7 @@ from receval_spark.metrics.beyond import (
     item_statistics,
     jaccard_pair_distances,
     list_counts,
+    list_holders,
     long_tail,
     per_user_beyond,
     poisson_weight,
@@ -113,6 +115,24 @@ def test_top_k_lists_reads_every_cut_off_from_one_ranking(spark):
     got = sorted((r.user_id, r.k, r.item_id, r.rank) for r in lists.collect())
     # k = 1: rank 1 of each user; k = 2: ranks 1-2 (user 2 has only one item)
     assert got == [(1, 1, 11, 1), (1, 2, 11, 1), (1, 2, 12, 2), (2, 1, 21, 1), (2, 2, 21, 1)]
+
+
+def test_list_holders_are_one_row_per_non_empty_list(spark):
+    rng = np.random.default_rng(4)
+    rows = [
+        (m, u, 100 + int(i), r + 1)
+        for m in ("a", "b")
+        for u in range(1, 30)
+        for r, i in enumerate(rng.choice(40, size=rng.integers(0, 6), replace=False))
+    ]
+    ranked = spark.createDataFrame(rows, "model string, user_id long, item_id long, rank int")
+
+    holders = list_holders(ranked, keys=["model"], ks=[1, 3, 10])
+
+    lists = top_k_lists(ranked, ks=[1, 3, 10]).select("model", "user_id", "k").distinct()
+    assert holders.columns == ["model", "user_id", "k"]
+    assert holders.count() == lists.count() > 100
+    assert_df_equality(holders, lists, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_catalogue_counts_distinct_users_and_interactions(spark):
@@ -328,6 +348,9 @@ def test_jaccard_pairs_are_the_documented_disjoint_hash_order_sample(spark):
 
     got = jaccard_pair_distances(frame_, by=["k"], pairs=40, seed=11)
     values = by_key(got, "_pair")
+    holders = frame_.select("k", "user_id").distinct()
+    given = jaccard_pair_distances(frame_, by=["k"], pairs=40, seed=11, holders=holders)
+    assert by_key(given, "_pair") == values
 
     pairs = ref.sampled_pairs(range(1, 201), pairs=40, seed=11)
     members = [u for pair in pairs for u in pair]

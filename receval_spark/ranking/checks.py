@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from receval_spark import registry
@@ -125,30 +125,73 @@ def heldout_check(truth: DataFrame, seen: DataFrame) -> Check:
     )
 
 
+def user_fingerprints(table: DataFrame, *, keys: Sequence[str]) -> DataFrame:
+    """(*keys, rows, h_high, h_low): per key, the number of rows and the sum of the
+    xxhash64 of their user over the rows, as exact sums of its high and low 32 bits. Two
+    tables of distinct users with equal fingerprints hold the same users unless two different
+    sets of users have the same 64-bit hash sum (odds of about 2^-64)."""
+    h = F.xxhash64(F.col(USER))
+    return table.groupBy(*keys).agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.sum(F.shiftright(h, 32)).alias("h_high"),
+        F.sum(h.bitwiseAND(F.lit(0xFFFFFFFF))).alias("h_low"),
+    )
+
+
+def user_counts(per_user: DataFrame, evaluated: DataFrame, *, keys: Sequence[str]) -> DataFrame:
+    """(*keys, rows, users, unevaluated) of the per-user table: rows, distinct users, and users
+    not among ``evaluated`` at the row's segment (at an item segment: not evaluated at all).
+    One join and two plain aggregations (per user, then per key), no distinct counts."""
+    scope = F.when(F.col("segment").startswith("items="), F.lit("all")).otherwise(F.col("segment"))
+    marked = per_user.select(*keys, USER, scope.alias("_scope")).join(
+        evaluated.select(USER, F.col("segment").alias("_scope"), F.lit(True).alias("_evaluated")),
+        on=[USER, "_scope"],
+        how="left",
+    )
+    per_key_user = marked.groupBy(*keys, USER).agg(
+        F.count(F.lit(1)).alias("_rows"), F.max("_evaluated").alias("_evaluated")
+    )
+    return per_key_user.groupBy(*keys).agg(
+        F.sum("_rows").alias("rows"),
+        F.count(F.lit(1)).alias("users"),
+        F.count(F.when(F.col("_evaluated").isNull(), True)).alias("unevaluated"),
+    )
+
+
 def same_users_check(per_user: DataFrame, evaluated: DataFrame) -> Check:
     """``same_users_all_models``: in the per-user accuracy table (model, segment, user_id, k,
     metric, value) every model has every (segment, metric, k) of the others, each over exactly
     the evaluated users, one row per user: at a user segment the users ``evaluated`` (user_id,
     segment) puts there, at an item segment (``items=...``) evaluated users only, and the same
-    number for every model. One join and two plain aggregations (per user, then per metric);
-    one row per (model, segment, metric, k) and one per segment reach the driver."""
-    scope = F.when(F.col("segment").startswith("items="), F.lit("all")).otherwise(F.col("segment"))
-    marked = per_user.select("model", "segment", "metric", "k", USER, scope.alias("_scope")).join(
-        evaluated.select(USER, F.col("segment").alias("_scope"), F.lit(True).alias("_evaluated")),
-        on=[USER, "_scope"],
-        how="left",
-    )
+    number for every model.
+
+    One aggregation first (:func:`user_fingerprints`): a user segment's (model, metric, k)
+    whose rows and user hash sums equal its evaluated users' holds exactly them, one row each.
+    Only item segments and keys that differ are counted user by user (:func:`user_counts`,
+    a join with ``evaluated``), which also names what is wrong; one row per key and one per
+    segment reach the driver."""
     keys = ["model", "segment", "metric", "k"]
-    per_user = marked.groupBy(*keys, USER).agg(  # two plain aggregations, no distinct counts
-        F.count(F.lit(1)).alias("_rows"), F.max("_evaluated").alias("_evaluated")
-    )
-    counts = per_user.groupBy(*keys).agg(
-        F.sum("_rows").alias("rows"),
-        F.count(F.lit(1)).alias("users"),
-        F.count(F.when(F.col("_evaluated").isNull(), True)).alias("unevaluated"),
-    )
-    observed = {(r["model"], r["segment"], r["metric"], r["k"]): r for r in counts.collect()}
-    expected = {r["segment"]: r["count"] for r in evaluated.groupBy("segment").count().collect()}
+    fingerprints = {
+        tuple(r[c] for c in keys): r for r in user_fingerprints(per_user, keys=keys).collect()
+    }
+    segments = {r["segment"]: r for r in user_fingerprints(evaluated, keys=["segment"]).collect()}
+    expected = {segment: r["rows"] for segment, r in segments.items()}
+
+    def same(r: Row) -> bool:
+        wanted = segments.get(r["segment"])
+        return wanted is not None and all(r[c] == wanted[c] for c in ("rows", "h_high", "h_low"))
+
+    observed = {
+        key: {"rows": r["rows"], "users": r["rows"], "unevaluated": 0}
+        for key, r in fingerprints.items()
+        if same(r)
+    }
+    unsettled = sorted({key[1] for key in fingerprints if key not in observed})
+    if unsettled:
+        counted = user_counts(
+            per_user.filter(F.col("segment").isin(unsettled)), evaluated, keys=keys
+        )
+        observed |= {tuple(r[c] for c in keys): r.asDict() for r in counted.collect()}
     models = sorted({key[0] for key in observed})
     problems = []
     for segment, metric, k in sorted({key[1:] for key in observed}, key=str):

@@ -22,6 +22,7 @@ from receval_spark.ranking.checks import (
     run_warnings,
     same_users_check,
     temporal_leakage_check,
+    user_fingerprints,
 )
 from receval_spark.ranking.models.oracle import oracle_candidates
 from receval_spark.ranking.split import Split
@@ -145,6 +146,22 @@ def test_same_users_check_compares_each_models_users_with_the_evaluated_users(sp
     )
     other_k = check([(m, s, u, 5, x, v) for m, s, u, _, x, v in per_user_rows("b")])
     assert not other_k.passed and "a has no rows at all ndcg@5" in other_k.detail
+
+
+def test_user_fingerprints_are_equal_exactly_for_the_same_users(spark):
+    def fingerprint(users, partitions=1):
+        rows = [("x", u) for u in users]
+        table = spark.createDataFrame(rows, "segment string, user_id long").repartition(partitions)
+        (row,) = user_fingerprints(table, keys=["segment"]).collect()
+        return row["rows"], row["h_high"], row["h_low"]
+
+    users = [*range(1, 50), 2**62, -(2**62)]
+    same = fingerprint(users)
+    assert same[0] == 51
+    assert fingerprint(users[::-1], partitions=3) == same
+    swapped = fingerprint([*users[:-1], 50])  # as many users, one of them another
+    assert swapped[0] == same[0] and swapped != same
+    assert fingerprint([*users, 7]) != same  # a repeated user
 
 
 def test_warnings_for_leaky_splits_few_users_and_sampled_metrics(tmp_path):

@@ -585,32 +585,35 @@ def replicate_weight(seed: int, user: Column, replicate: Column) -> Column:
 
 
 def replicate_blocks_kernel(
-    samples: int, *, by: Sequence[str]
+    samples: int, *, keys: Sequence[str], ks: Sequence[int]
 ) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    """The numpy side of :func:`bootstrap_blocks`: list rows (``by``, item_id, n_interactions,
-    in_catalogue, ``_h`` = xxhash64(seed, user), ``list_size``) of whole (group, item)s, any
-    number of list groups -> the bucket's part of every replicate's exposure blocks:
-    (``by``, replicate, f, in_catalogue, c, interactions, pair_h, pair_m, pair_l, lists).
+    """The numpy side of :func:`bootstrap_blocks`: ranking rows (``keys``, item_id,
+    n_interactions, in_catalogue, ``_h`` = xxhash64(seed, user), rank, ``n_ranked``) of whole
+    (ranking group, item)s, any number of groups -> the bucket's part of every replicate's
+    exposure blocks of every list group (``keys``, k) for k in ``ks``: (``keys``, k, replicate,
+    f, in_catalogue, c, interactions, pair_h, pair_m, pair_l, lists).
 
-    W(user, b) is :func:`replicate_weight` exactly: Spark's xxhash64 of the int b seeded with
-    ``_h`` (XXH64 ``hashInt``), its low 40 bits as u, the Poisson(1) inverse CDF at u, drawn
-    once per distinct user of the call (a user's rows in every group and item share them).
-    Per (group, item, replicate) f, s and q are the weighted sums of :func:`weighted_exposure`
-    (weights summed as integers per list size, s and q read off the few sizes); items with
-    f > 0 are then grouped as in :func:`exposure_blocks`: c items, the sum of their
-    n_interactions, and (s^2 - q) / 2 cut into the fixed-point limbs of ``exact_sum`` and
-    summed as longs, so adding the buckets' parts in Spark (:func:`limb_sum`) gives
-    ``exposure_blocks`` of the replicate bit for bit. ``lists`` is the blocks' sum of q: over
-    every item of a group, sum_i q_i = sum_u W(u, b) |R(u)| / |R(u)|, the replicate's number
-    of lists (a double within far less than 1/2 of that integer). Rows are summed in chunks of
-    ``CHUNK_ROWS``, so memory is bounded by the chunk, the users (B int32 each) and the
-    items.
+    A row of rank r is in R_k(u) for every k >= r, whose size is min(k, n_ranked) (ranks run
+    1..n_ranked). W(user, b) is :func:`replicate_weight` exactly: Spark's xxhash64 of the int b
+    seeded with ``_h`` (XXH64 ``hashInt``), its low 40 bits as u, the Poisson(1) inverse CDF at
+    u, drawn once per distinct user of the call (a user's rows in every group and item share
+    them). The weights are summed once per (group, item, n_ranked, smallest k holding the row);
+    per k those sums give each (group, item, list size) and so f, s and q of
+    :func:`weighted_exposure`; items with f > 0 are then grouped as in
+    :func:`exposure_blocks`: c items, the sum of their n_interactions, and (s^2 - q) / 2 cut
+    into the fixed-point limbs of ``exact_sum`` and summed as longs, so adding the buckets'
+    parts in Spark (:func:`limb_sum`) gives ``exposure_blocks`` of the replicate bit for bit.
+    ``lists`` is the blocks' sum of q: over every item of a group, sum_i q_i = sum_u W(u, b)
+    |R(u)| / |R(u)|, the replicate's number of lists (a double within far less than 1/2 of
+    that integer). Rows are summed in chunks of ``CHUNK_ROWS``, so memory is bounded by the
+    chunk, the users (B int32 each) and the (group, item, n_ranked, k) sums.
 
     Everything the kernel uses lives inside it (numpy, pandas and constants only): it is
     pickled by value, so executors run it without importing this package.
     """
     thresholds = np.asarray(poisson_thresholds())
-    by, limb = list(by), LIMB
+    keys, limb = list(keys), LIMB
+    cut_offs = np.asarray(sorted({int(k) for k in ks}), dtype=np.int64)
     chunk_rows = CHUNK_ROWS
 
     def kernel(rows: pd.DataFrame) -> pd.DataFrame:
@@ -646,37 +649,61 @@ def replicate_blocks_kernel(
                 changed[1:] |= values[1:] != values[:-1]
             return changed
 
-        rows = rows.sort_values([*by, ITEM, "list_size"], kind="stable", ignore_index=True)
+        band = np.searchsorted(cut_offs, rows[RANK].to_numpy(), side="left")  # smallest k >= r
+        rows = rows.assign(_band=band).sort_values(
+            [*keys, ITEM, "n_ranked", "_band"], kind="stable", ignore_index=True
+        )
         n = len(rows)
-        new_group = changes(n, *(rows[key].to_numpy() for key in by))
+        new_group = changes(n, *(rows[key].to_numpy() for key in keys))
         new_item = new_group | changes(n, rows[ITEM].to_numpy())
-        size = rows["list_size"].to_numpy()
+        n_ranked, band = rows["n_ranked"].to_numpy(), rows["_band"].to_numpy()
         users, user_of_row = np.unique(rows["_h"].to_numpy().view(np.uint64), return_inverse=True)
         user_weights = weights(users)  # each user's B weights, drawn once per call
-        starts = np.flatnonzero(new_item | changes(n, size))  # one segment per (group, item, size)
+        starts = np.flatnonzero(new_item | changes(n, n_ranked, band))  # (item, n_ranked, band)s
         segment_of_row = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n]))
-        per_size = np.zeros((len(starts), samples), dtype=np.int64)
+        per_segment = np.zeros((len(starts), samples), dtype=np.int64)
         for lo in range(0, n, chunk_rows):
             hi = min(lo + chunk_rows, n)
             segments = segment_of_row[lo:hi]
             bounds = np.flatnonzero(changes(hi - lo, segments))
             chunk = user_weights[user_of_row[lo:hi]]
-            per_size[segments[bounds]] += np.add.reduceat(chunk, bounds, axis=0)
-        x = 1.0 / np.sqrt(size[starts].astype(np.float64))
-        item_starts = np.flatnonzero(new_item[starts])
-        f = np.add.reduceat(per_size, item_starts, axis=0)
-        s = np.add.reduceat(per_size * x[:, None], item_starts, axis=0)
-        q = np.add.reduceat(per_size * x[:, None] * x[:, None], item_starts, axis=0)
+            per_segment[segments[bounds]] += np.add.reduceat(chunk, bounds, axis=0)
+        item_of_segment = (np.cumsum(new_item) - 1)[starts]
+        item_rows = np.flatnonzero(new_item)  # a row of each (group, item)
+        group_of_item = (np.cumsum(new_group) - 1)[item_rows]
+        parts = []  # per k: (list group, item, f, s, q) of the items its lists hold; the
+        # largest k holds every row
+        for j, k in enumerate(cut_offs):
+            held = np.flatnonzero(band[starts] <= j)  # segments of rows of rank <= k
+            size = np.minimum(n_ranked[starts[held]], k)  # ascending within an item
+            item = item_of_segment[held]
+            if not len(held):  # the bucket's items are all ranked below k
+                continue
+            runs = np.flatnonzero(changes(len(held), item, size))  # one per (item, size)
+            per_size = np.add.reduceat(per_segment[held], runs, axis=0)
+            x = 1.0 / np.sqrt(size[runs].astype(np.float64))
+            item_starts = np.flatnonzero(changes(len(runs), item[runs]))
+            items = item[runs][item_starts]
+            parts.append(
+                (
+                    group_of_item[items] * len(cut_offs) + j,
+                    items,
+                    np.add.reduceat(per_size, item_starts, axis=0),
+                    np.add.reduceat(per_size * x[:, None], item_starts, axis=0),
+                    np.add.reduceat(per_size * x[:, None] * x[:, None], item_starts, axis=0),
+                )
+            )
+        list_group, items, f, s, q = (np.concatenate(a) for a in zip(*parts, strict=True))
 
-        held, replicate = np.nonzero(f)  # the (group, item, replicate)s with f > 0
-        first = starts[item_starts[held]]  # a row of each
+        held, replicate = np.nonzero(f)  # the (list group, item, replicate)s with f > 0
+        first = item_rows[items[held]]  # a row of each
         s_held = s[held, replicate]
         pair = (s_held * s_held - q[held, replicate]) / 2
         h = np.floor(pair)
         middle = (pair - h) * limb
         m = np.floor(middle)
         low = np.floor((middle - m) * limb)
-        group = (np.cumsum(new_group) - 1)[first]
+        group = list_group[held]
         f_held = f[held, replicate]
         in_catalogue = rows["in_catalogue"].to_numpy()[first]
         order = np.lexsort((in_catalogue, f_held, replicate, group))
@@ -688,8 +715,10 @@ def replicate_blocks_kernel(
             ordered = values[order].astype(dtype)
             return np.add.reduceat(ordered, bounds) if len(bounds) else ordered
 
-        out = rows.loc[np.flatnonzero(new_group)[key[0][bounds]], by].reset_index(drop=True)
-        return out.assign(
+        block_group = key[0][bounds]
+        out = rows.loc[np.flatnonzero(new_group)[block_group // len(cut_offs)], keys]
+        return out.reset_index(drop=True).assign(
+            k=cut_offs[block_group % len(cut_offs)].astype(np.int32),
             replicate=key[1][bounds].astype(np.int32),
             f=key[2][bounds],
             in_catalogue=key[3][bounds],
@@ -705,35 +734,50 @@ def replicate_blocks_kernel(
 
 
 def bootstrap_blocks(
-    lists: DataFrame, catalogue: DataFrame, *, by: Sequence[str], samples: int, seed: int
+    ranked: DataFrame,
+    catalogue: DataFrame,
+    *,
+    keys: Sequence[str],
+    ks: Sequence[int],
+    samples: int,
+    seed: int,
 ) -> DataFrame:
-    """(*by, replicate, f, in_catalogue, c, interactions, pair_sum, lists): :func:`exposure_blocks`
-    of each of ``samples`` Poisson bootstrap replicates of the users, where a list counts
-    W(user, replicate) times (items with f = 0 in a replicate are left out), and ``lists``,
-    the blocks' sum of q (their group's replicate size: :func:`bootstrap_list_counts`).
+    """(*keys, k, replicate, f, in_catalogue, c, interactions, pair_sum, lists):
+    :func:`exposure_blocks` of the lists R_k(u) of the rankings ``ranked`` (*keys, user_id,
+    item_id, rank; ranks 1..n per ranking) for every k in ``ks``, in each of ``samples``
+    Poisson bootstrap replicates of the users, where a list counts W(user, replicate) times
+    (items with f = 0 in a replicate are left out), and ``lists``, the blocks' sum of q (their
+    group's replicate size: :func:`bootstrap_list_counts`).
 
-    The list rows are grouped by the hash bucket of the item alone, one bucket per shuffle
-    partition, and :func:`replicate_blocks_kernel` sums the B weights of every row of every
-    list group in the bucket in numpy (a pandas UDF over Arrow) and returns the bucket's
-    blocks; one aggregation adds the buckets' blocks. The replicated rows never exist as Spark
-    rows, the kernel runs once per bucket (not once per group and bucket: the per-call cost
-    dominated small runs with many models, segments and k), and only blocks cross back to the
-    JVM. Measured against fanning each row out to its replicates and hash-aggregating in Spark
-    in ``benchmarks/README.md`` (bootstrap kernel).
+    The ranking rows (not one row per list and k) are grouped by the hash bucket of the item
+    alone, one bucket per shuffle partition, with each ranking's length n; a row of rank r
+    belongs to the lists of every k >= r, of size min(k, n). :func:`replicate_blocks_kernel`
+    sums the B weights of every row of every group in the bucket in numpy (a pandas UDF over
+    Arrow) and returns the bucket's blocks at every k; one aggregation adds the buckets'
+    blocks. The replicated rows never exist as Spark rows, the kernel runs once per bucket (not
+    once per group and bucket: the per-call cost dominated small runs with many models,
+    segments and k), and only blocks cross back to the JVM. Measured against fanning each row
+    out to its replicates and hash-aggregating in Spark in ``benchmarks/README.md`` (bootstrap
+    kernel).
     """
-    by = list(by)
-    rows = with_item_popularity(with_list_size(lists, by=by), catalogue).select(
-        *by,
+    keys, ks = list(keys), sorted({int(k) for k in ks})
+    ranking = ranked.filter(F.col(RANK) <= ks[-1]).withColumn(
+        "n_ranked", F.count(F.lit(1)).over(Window.partitionBy(*keys, USER))
+    )
+    rows = with_item_popularity(ranking, catalogue).select(
+        *keys,
         ITEM,
         "n_interactions",
         "in_catalogue",
-        "list_size",
+        F.col(RANK).cast("int").alias(RANK),
+        F.col("n_ranked").cast("int").alias("n_ranked"),
         F.xxhash64(F.lit(seed), F.col(USER)).alias("_h"),
     )
     fields = {field.name: field for field in rows.schema.fields}
     schema = StructType(
         [
-            *[fields[c] for c in by],
+            *[fields[c] for c in keys],
+            StructField("k", IntegerType(), False),
             StructField("replicate", IntegerType(), False),
             StructField("f", LongType(), False),
             StructField("in_catalogue", BooleanType(), False),
@@ -744,8 +788,9 @@ def bootstrap_blocks(
     )
     buckets = int(rows.sparkSession.conf.get("spark.sql.shuffle.partitions"))
     bucket = F.pmod(F.xxhash64(F.col(ITEM)), F.lit(buckets))
-    parts = rows.groupBy(bucket).applyInPandas(replicate_blocks_kernel(samples, by=by), schema)
-    return parts.groupBy(*by, "replicate", "f", "in_catalogue").agg(
+    kernel = replicate_blocks_kernel(samples, keys=keys, ks=ks)
+    parts = rows.groupBy(bucket).applyInPandas(kernel, schema)
+    return parts.groupBy(*keys, "k", "replicate", "f", "in_catalogue").agg(
         F.sum("c").alias("c"),
         F.sum("interactions").alias("interactions"),
         limb_sum("pair_h", "pair_m", "pair_l").alias("pair_sum"),
@@ -779,17 +824,18 @@ def group_statistics(
 
 
 def bootstrap_std(
-    lists: DataFrame,
+    ranked: DataFrame,
     inputs: BeyondInputs,
     *,
-    by: Sequence[str],
+    keys: Sequence[str],
+    ks: Sequence[int],
     metrics: Sequence[str],
     samples: int,
     seed: int,
 ) -> DataFrame | None:
-    """(*by, metric, std): the standard deviation of each group statistic over ``samples``
-    Poisson bootstrap replicates of the users; None when no such metric is wanted or
-    samples is 0.
+    """(*keys, k, metric, std): the standard deviation of each group statistic of the lists
+    R_k(u) of the rankings ``ranked`` (as :func:`bootstrap_blocks`) over ``samples`` Poisson
+    bootstrap replicates of the users; None when no such metric is wanted or samples is 0.
 
     Only the spread is used: a replicate holds ~63% distinct users, so statistics that grow
     with the number of distinct lists (coverage, entropy) are biased low in every replicate
@@ -798,8 +844,10 @@ def bootstrap_std(
     wanted = [m for m in BOOTSTRAPPED_METRICS if m in metrics]
     if not wanted or samples == 0:
         return None
-    by = list(by)
-    blocks = persist(bootstrap_blocks(lists, inputs.catalogue, by=by, samples=samples, seed=seed))
+    by = [*keys, "k"]
+    blocks = persist(
+        bootstrap_blocks(ranked, inputs.catalogue, keys=keys, ks=ks, samples=samples, seed=seed)
+    )
     values = group_statistics(
         blocks,
         bootstrap_list_counts(blocks, by=by),
@@ -811,33 +859,35 @@ def bootstrap_std(
 
 
 def group_beyond(
-    lists: DataFrame,
+    ranked: DataFrame,
     inputs: BeyondInputs,
     *,
-    by: Sequence[str],
+    keys: Sequence[str],
+    ks: Sequence[int],
     metrics: Sequence[str],
     pairs: int,
     seed: int,
     bootstrap_samples: int = 0,
     exposure: DataFrame | None = None,
-    holders: DataFrame | None = None,
 ) -> DataFrame | None:
-    """(*by, metric, value, n_users, std, n_samples, interval) for the group metrics.
+    """(*keys, k, metric, value, n_users, std, n_samples, interval) for the group metrics of
+    the lists R_k(u) (:func:`top_k_lists`) of the rankings ``ranked`` (*keys, user_id,
+    item_id, rank; ranks 1..n per ranking), for every k in ``ks``.
 
-    ``exposure``: :func:`item_exposure` of the lists by ``by`` when the caller has it already;
-    ``holders``: (*by, user_id), one row per list (:func:`list_holders`), likewise.
-    n_users is the number of lists in the group. personalization_jaccard is a mean over
-    sampled user pairs: std is their deviation, n_samples their number, interval ``t``. The
-    other group statistics carry the bootstrap std and interval ``bootstrap`` when
-    ``bootstrap_samples`` > 0, else a null std and interval.
+    ``exposure``: :func:`item_exposure` of those lists by (*keys, k) when the caller has it
+    already. n_users is the number of lists in the group (:func:`list_holders`).
+    personalization_jaccard is a mean over sampled user pairs: std is their deviation,
+    n_samples their number, interval ``t``. The other group statistics carry the bootstrap std
+    and interval ``bootstrap`` when ``bootstrap_samples`` > 0, else a null std and interval.
     """
-    by = list(by)
+    keys = list(keys)
+    by = [*keys, "k"]
     columns = [*by, "metric", "value", "std", "n_samples", "interval", "n_users"]
     statistics = [m for m in GROUP_STATISTICS if m in metrics]
     if not statistics and "personalization_jaccard" not in metrics:
         return None
-    if holders is None:  # read by the list counts and the Jaccard sample
-        holders = lists.select(*by, USER).distinct()
+    lists = top_k_lists(ranked, ks=ks).drop(RANK)
+    holders = list_holders(ranked, keys=keys, ks=ks)  # the list counts and the Jaccard sample
     counts = persist(holders.groupBy(*by).agg(F.count(F.lit(1)).alias("n_lists")))
     frames = []
     scalar = None
@@ -848,7 +898,7 @@ def group_beyond(
         scalar = group_statistics(blocks, counts, inputs.totals, by=by, metrics=statistics)
     if scalar is not None:
         spread = bootstrap_std(
-            lists, inputs, by=by, metrics=metrics, samples=bootstrap_samples, seed=seed
+            ranked, inputs, keys=keys, ks=ks, metrics=metrics, samples=bootstrap_samples, seed=seed
         )
         if spread is None:
             scalar = scalar.withColumn("std", F.lit(None).cast("double"))

@@ -59,7 +59,6 @@ from receval_spark.metrics.beyond import (
     group_beyond,
     item_exposure,
     item_statistics,
-    list_holders,
     long_tail,
     per_user_beyond,
     top_k_lists,
@@ -585,21 +584,19 @@ def beyond_accuracy(
         per_user = persist(per_user.join(population.segments, on=USER))
         rows += _macro_rows(per_user)
     segmented = lists.join(population.segments, on=USER)
-    by = ["model", "segment", "k"]
+    keys = ["model", "segment"]
     # one item exposure for the group statistics and the long-tail table (segment all)
-    exposure = persist(item_exposure(segmented, population.catalogue, by=by))
+    exposure = persist(item_exposure(segmented, population.catalogue, by=[*keys, "k"]))
     groups = group_beyond(
-        segmented,
+        ranked.join(population.segments, on=USER),
         beyond_inputs,
-        by=by,
+        keys=keys,
+        ks=settings.k,
         metrics=settings.metrics,
         pairs=settings.personalization_pairs,
         seed=settings.seed,
         bootstrap_samples=settings.bootstrap_samples,
         exposure=exposure,
-        holders=list_holders(ranked, keys=["model"], ks=settings.k).join(
-            population.segments, on=USER
-        ),
     )
     if groups is not None:
         rows += [metric_row(r) for r in groups.collect()]

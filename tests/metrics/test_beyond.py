@@ -52,6 +52,8 @@ EXAMPLE_HISTORY = [(10, 1), (10, 2), (11, 1), (11, 3), (12, 1), (12, 4), (12, 4)
 # lists at k = 2: user 1 -> [1, 2], user 2 -> [1, 3], user 3 -> [9, 4] (9 is not in I)
 #   f: 1 -> 2, 2 -> 1, 3 -> 1, 4 -> 1, 5 -> 0
 EXAMPLE_LISTS = [(1, 2, 1), (1, 2, 2), (2, 2, 1), (2, 2, 3), (3, 2, 9), (3, 2, 4)]
+# the same lists as rankings (user, item, rank)
+EXAMPLE_RANKED = [(1, 1, 1), (1, 2, 2), (2, 1, 1), (2, 3, 2), (3, 9, 1), (3, 4, 2)]
 
 
 def frame(spark, rows, schema):
@@ -606,7 +608,7 @@ def test_serendipity_reference_agrees_on_the_literal_example():
 def test_group_and_per_user_tables_carry_every_requested_metric(spark):
     history = frame(spark, EXAMPLE_HISTORY, HISTORY)
     catalogue = item_statistics(history)
-    lists = frame(spark, EXAMPLE_LISTS, LISTS)
+    ranked = frame(spark, EXAMPLE_RANKED, RANKED)
     inputs = BeyondInputs(
         catalogue=catalogue,
         totals=catalogue_totals(history, catalogue),
@@ -616,15 +618,13 @@ def test_group_and_per_user_tables_carry_every_requested_metric(spark):
     )
 
     groups = group_beyond(
-        lists,
+        ranked,
         inputs,
-        by=["k"],
+        keys=[],
+        ks=[2],
         metrics=["coverage", "gini", "entropy", "popularity_bias", "personalization"],
         pairs=10,
         seed=1,
-    )
-    ranked = frame(
-        spark, [(1, 1, 1), (1, 2, 2), (2, 1, 1), (2, 3, 2), (3, 9, 1), (3, 4, 2)], RANKED
     )
     per_user = per_user_beyond(
         ranked,
@@ -669,7 +669,7 @@ def test_group_and_per_user_tables_carry_every_requested_metric(spark):
 
 
 def test_group_table_reports_the_jaccard_sample_with_its_spread(spark):
-    lists = frame(spark, EXAMPLE_LISTS, LISTS)
+    ranked = frame(spark, EXAMPLE_RANKED, RANKED)
     history = frame(spark, EXAMPLE_HISTORY, HISTORY)
     catalogue = item_statistics(history)
     inputs = BeyondInputs(
@@ -680,7 +680,9 @@ def test_group_table_reports_the_jaccard_sample_with_its_spread(spark):
     )
 
     row = one_row(
-        group_beyond(lists, inputs, by=["k"], metrics=["personalization_jaccard"], pairs=5, seed=9)
+        group_beyond(
+            ranked, inputs, keys=[], ks=[2], metrics=["personalization_jaccard"], pairs=5, seed=9
+        )
     )
 
     # 3 lists: one complete pair, the odd user is left out
@@ -720,29 +722,32 @@ def reference_weight(seed: int, user: int, replicate: int) -> int:
 
 
 def test_bootstrap_kernel_sums_the_reference_weights_in_any_chunking(monkeypatch):
-    """The numpy kernel alone (no Spark): per (list group, item, replicate) f = sum of W(u, b),
-    s = sum of W / sqrt(|R(u)|), q = sum of W / |R(u)| over the group's lists; the items with
-    f > 0 grouped into blocks per (group, replicate, f, in_catalogue) with their count, train
+    """The numpy kernel alone (no Spark): from ranking rows, per (list group = ranking group
+    and k, item, replicate) f = sum of W(u, b), s = sum of W / sqrt(|R_k(u)|), q = sum of
+    W / |R_k(u)| over the group's lists R_k(u) = the rows of rank <= k; the items with f > 0
+    grouped into blocks per (group, k, replicate, f, in_catalogue) with their count, train
     interactions, sum of (s^2 - q) / 2 (as exact_sum's limbs) and sum of q (a group's add up to
-    its replicate's number of lists) — with several groups in one
-    call, whatever the row order and however the rows are cut into chunks."""
+    its replicate's number of lists) — with several groups and cut-offs in one call, whatever
+    the row order and however the rows are cut into chunks."""
     rng = np.random.default_rng(3)
-    seed, samples = 11, 7
-    rows = pd.concat(
+    seed, samples, ks = 11, 7, (2, 5, 9)
+    ranked = pd.concat(
         pd.DataFrame(
-            {
-                "model": model,
-                "k": k,
-                "user_id": rng.integers(0, 40, n),
-                "item_id": rng.integers(0, 12, n),
-            }
-        ).drop_duplicates(["user_id", "item_id"])
-        for model, k, n in (("a", 5, 300), ("a", 9, 200), ("b", 5, 150))
+            {"model": model, "user_id": rng.integers(0, 40, n), "item_id": rng.integers(0, 12, n)}
+        )
+        .drop_duplicates(["user_id", "item_id"])
+        .sample(frac=1, random_state=n)
+        for model, n in (("a", 300), ("b", 150))
     )
+    ranked["rank"] = ranked.groupby(["model", "user_id"]).cumcount() + 1
+    ranked = ranked[ranked["rank"] <= max(ks)].copy()
+    ranked["n_ranked"] = ranked.groupby(["model", "user_id"])["item_id"].transform("size")
+    ranked["n_interactions"] = ranked["item_id"] * 3
+    ranked["in_catalogue"] = ranked["item_id"] < 10
+    ranked["_h"] = [ref.spark_xxhash64((seed, "int"), (int(u), "int")) for u in ranked["user_id"]]
+    assert ranked["n_ranked"].min() < 5 < ranked["n_ranked"].max()  # short and long lists
+    rows = pd.concat(ranked[ranked["rank"] <= k].assign(k=k) for k in ks)
     rows["list_size"] = rows.groupby(["model", "k", "user_id"])["item_id"].transform("size")
-    rows["n_interactions"] = rows["item_id"] * 3
-    rows["in_catalogue"] = rows["item_id"] < 10
-    rows["_h"] = [ref.spark_xxhash64((seed, "int"), (int(u), "int")) for u in rows["user_id"]]
     exposure: dict[tuple[str, int, int, int], list[float]] = {}
     for r in rows.itertuples():
         for b in range(samples):
@@ -768,8 +773,8 @@ def test_bootstrap_kernel_sums_the_reference_weights_in_any_chunking(monkeypatch
 
     for chunk in (5, 64, 32_768):
         monkeypatch.setattr(beyond, "CHUNK_ROWS", chunk)
-        kernel = beyond.replicate_blocks_kernel(samples, by=["model", "k"])
-        got = kernel(rows.sample(frac=1, random_state=chunk))
+        kernel = beyond.replicate_blocks_kernel(samples, keys=["model"], ks=ks)
+        got = kernel(ranked.sample(frac=1, random_state=chunk).drop(columns="user_id"))
 
         keys = ["model", "k", "replicate", "f", "in_catalogue"]
         assert sorted(got[keys].itertuples(index=False, name=None)) == sorted(want)
@@ -791,11 +796,19 @@ def test_bootstrap_std_equals_a_reference_over_the_same_replicates(spark):
     rng = np.random.default_rng(7)
     history_rows = [(int(u), int(i)) for u in range(30) for i in rng.choice(25, 4, replace=False)]
     catalogue, totals = catalogue_of(spark, history_rows)
-    groups = {
-        5: random_lists(rng, users=range(40), items=30, longest=5),
-        9: random_lists(rng, users=range(20, 50), items=12, longest=4),
+    rankings = {  # two ranking groups, lists of 1..5 and 1..4 items in rank order
+        "a": random_lists(rng, users=range(40), items=30, longest=5),
+        "b": random_lists(rng, users=range(20, 50), items=12, longest=4),
     }
-    lists = pandas_lists(groups)
+    ranked = spark.createDataFrame(
+        [
+            (g, u, i, r + 1)
+            for g, lists in rankings.items()
+            for u, items in lists.items()
+            for r, i in enumerate(items)
+        ],
+        "g string, user_id int, item_id int, rank int",
+    )
     inputs = BeyondInputs(
         catalogue=catalogue,
         totals=totals,
@@ -803,15 +816,10 @@ def test_bootstrap_std_equals_a_reference_over_the_same_replicates(spark):
         expected=frame(spark, [], RANKED),
     )
     metrics = ["coverage", "gini", "entropy", "popularity_bias", "personalization"]
-    samples, seed = 30, 11
+    samples, seed, ks = 30, 11, (2, 5)
 
     got = bootstrap_std(
-        spark.createDataFrame(lists, LISTS),
-        inputs,
-        by=["k"],
-        metrics=metrics,
-        samples=samples,
-        seed=seed,
+        ranked, inputs, keys=["g"], ks=ks, metrics=metrics, samples=samples, seed=seed
     )
 
     _, interactions, _ = ref.train_statistics(
@@ -819,23 +827,24 @@ def test_bootstrap_std_equals_a_reference_over_the_same_replicates(spark):
     )
     items = list(interactions)
     want = {}
-    for k in groups:
-        ranking = ref.lists_at(lists, k)
-        values = {m: [] for m in metrics}
-        for b in range(samples):
-            # user u appears W(u, b) times: copies are distinct lists
-            replicate = {
-                (u, copy): ranking[u]
-                for u in ranking
-                for copy in range(reference_weight(seed, u, b))
-            }
-            values["coverage"].append(ref.coverage(replicate, items))
-            values["gini"].append(ref.gini(replicate, items))
-            values["entropy"].append(ref.entropy(replicate, items))
-            values["popularity_bias"].append(ref.popularity_bias(replicate, interactions))
-            values["personalization"].append(ref.personalization(replicate))
-        want.update({(k, m): float(np.std(v, ddof=1)) for m, v in values.items()})
-    assert {(r.k, r.metric): r.std for r in got.collect()} == pytest.approx(want, abs=1e-9)
+    for g, lists in rankings.items():
+        for k in ks:
+            ranking = {u: items_[:k] for u, items_ in lists.items()}
+            values = {m: [] for m in metrics}
+            for b in range(samples):
+                # user u appears W(u, b) times: copies are distinct lists
+                replicate = {
+                    (u, copy): ranking[u]
+                    for u in ranking
+                    for copy in range(reference_weight(seed, u, b))
+                }
+                values["coverage"].append(ref.coverage(replicate, items))
+                values["gini"].append(ref.gini(replicate, items))
+                values["entropy"].append(ref.entropy(replicate, items))
+                values["popularity_bias"].append(ref.popularity_bias(replicate, interactions))
+                values["personalization"].append(ref.personalization(replicate))
+            want.update({(g, k, m): float(np.std(v, ddof=1)) for m, v in values.items()})
+    assert {(r.g, r.k, r.metric): r.std for r in got.collect()} == pytest.approx(want, abs=1e-9)
     assert all(v > 0 for v in want.values())
 
 
@@ -847,12 +856,13 @@ def test_group_table_marks_bootstrapped_statistics(spark):
         truth=frame(spark, [], TRUTH),
         expected=frame(spark, [], RANKED),
     )
-    lists = frame(spark, EXAMPLE_LISTS, LISTS)
+    ranked = frame(spark, EXAMPLE_RANKED, RANKED)
 
     rows = group_beyond(
-        lists,
+        ranked,
         inputs,
-        by=["k"],
+        keys=[],
+        ks=[2],
         metrics=["coverage", "personalization_jaccard"],
         pairs=5,
         seed=3,

@@ -75,7 +75,7 @@ def time_scale(spark: SparkSession, folder: Path, runs: int) -> list[float]:
     for _ in range(runs):
         start = time.perf_counter()
         group_beyond(
-            lists, inputs, by=["model", "k"], metrics=METRICS, pairs=1000, seed=1
+            rankings, inputs, keys=["model"], ks=KS, metrics=METRICS, pairs=1000, seed=1
         ).collect()
         per_user = per_user_beyond(rankings, inputs, ks=KS, by=["model"], metrics=METRICS)
         macro_average(per_user, by=["model", "metric", "k"]).collect()

@@ -78,13 +78,14 @@ def main() -> None:
     train = history.filter(F.col("timestamp") < meta["cutoff"])
     catalogue = item_statistics(train).persist()
     candidates = spark.read.parquet(str(folder / "candidates.parquet"))
-    lists = top_k_lists(top_k(candidates, k=max(KS)), ks=KS).drop(RANK).persist()
+    ranked = top_k(candidates, k=max(KS)).persist()
+    lists = top_k_lists(ranked, ks=KS).drop(RANK).persist()
     print(f"{args.scale}: {lists.count():,} list rows, {catalogue.count():,} catalogue items")
 
     tools = {
         "spark": lambda: spark_fan_out(lists, catalogue, samples=args.samples, seed=7),
         "kernel": lambda: bootstrap_blocks(
-            lists, catalogue, by=["k"], samples=args.samples, seed=7
+            ranked, catalogue, keys=[], ks=KS, samples=args.samples, seed=7
         ),
     }
     a, b = (tools[t]().alias(t) for t in ("spark", "kernel"))

@@ -92,12 +92,7 @@ def time_scaling(base_users: int, data: Path) -> dict[str, float]:
             )
         history = spark.read.parquet(str(folder / "interactions.parquet")).persist()
         candidates = spark.read.parquet(str(folder / "candidates.parquet"))
-        lists = (
-            top_k_lists(top_k(candidates, k=max(KS)), ks=KS)
-            .drop(RANK)
-            .withColumn("model", F.lit("m"))
-            .persist()
-        )
+        ranked = top_k(candidates, k=max(KS)).withColumn("model", F.lit("m")).persist()
         catalogue = item_statistics(history).persist()
         empty = history.limit(0).select(USER, ITEM, F.lit(1.0).alias(GRADE))
         inputs = BeyondInputs(
@@ -106,14 +101,15 @@ def time_scaling(base_users: int, data: Path) -> dict[str, float]:
             truth=empty,
             expected=empty.select(USER, ITEM, F.lit(1).alias(RANK)),
         )
-        slots = lists.count()
+        slots = top_k_lists(ranked, ks=KS).count()
         catalogue.count()
         for samples in (0, 100):
             start = time.perf_counter()
             group_beyond(
-                lists,
+                ranked,
                 inputs,
-                by=["model", "k"],
+                keys=["model"],
+                ks=KS,
                 metrics=GROUP_METRICS,
                 pairs=1,
                 seed=1,
@@ -122,7 +118,7 @@ def time_scaling(base_users: int, data: Path) -> dict[str, float]:
             results[f"{scale}x users ({slots:,} list rows), B={samples}"] = round(
                 time.perf_counter() - start, 1
             )
-        for frame in (history, lists, catalogue, inputs.totals):
+        for frame in (history, ranked, catalogue, inputs.totals):
             frame.unpersist()
     return results
 

@@ -95,6 +95,24 @@ def with_list_size(lists: DataFrame, *, by: Sequence[str]) -> DataFrame:
     return lists.withColumn("list_size", F.count(F.lit(1)).over(Window.partitionBy(*by, USER)))
 
 
+def with_ranking_length(ranked: DataFrame, *, keys: Sequence[str], ks: Sequence[int]) -> DataFrame:
+    """The rows of rank <= max(ks) of the rankings (*keys, user_id, rank, ...) with
+    ``n_ranked``, the number of such rows of the ranking: with ranks 1..n, |R_k(u)| =
+    min(k, n_ranked), so no list needs counting once the lists are formed."""
+    window = Window.partitionBy(*keys, USER)
+    return ranked.filter(F.col(RANK) <= max(ks)).withColumn(
+        "n_ranked", F.count(F.lit(1)).over(window)
+    )
+
+
+def ranked_lists(ranked: DataFrame, *, keys: Sequence[str], ks: Sequence[int]) -> DataFrame:
+    """:func:`top_k_lists` of the rankings (*keys, user_id, item_id, rank; ranks 1..n) with
+    ``list_size`` = min(k, n) (:func:`with_ranking_length`): the lists of :func:`with_list_size`
+    without counting the k-exploded rows."""
+    lists = top_k_lists(with_ranking_length(ranked, keys=keys, ks=ks), ks=ks)
+    return lists.withColumn("list_size", F.least(F.col("k"), F.col("n_ranked")))
+
+
 def with_item_popularity(lists: DataFrame, catalogue: DataFrame) -> DataFrame:
     """The lists with ``n_interactions`` (train interactions of the item, 0 outside the
     catalogue) and ``in_catalogue``."""
@@ -121,9 +139,12 @@ def weighted_exposure(rows: DataFrame, *, keys: Sequence[str], weight: Column) -
 def item_exposure(lists: DataFrame, catalogue: DataFrame, *, by: Sequence[str]) -> DataFrame:
     """(*by, item_id, n_interactions, in_catalogue, f, s, q): per recommended item, f = number
     of lists holding it, s = sum of |R_k(u)|^{-1/2} and q = sum of 1 / |R_k(u)| over those
-    lists. Every group statistic below is read off this one item-level table."""
+    lists. Every group statistic below is read off this one item-level table. ``lists``
+    without ``list_size`` get it from :func:`with_list_size`."""
+    if "list_size" not in lists.columns:
+        lists = with_list_size(lists, by=by)
     return weighted_exposure(
-        with_item_popularity(with_list_size(lists, by=by), catalogue),
+        with_item_popularity(lists, catalogue),
         keys=[*by, ITEM, "n_interactions", "in_catalogue"],
         weight=F.lit(1),
     )
@@ -260,36 +281,37 @@ def group_values(
 
 
 def jaccard_pair_distances(
-    lists: DataFrame,
-    *,
-    by: Sequence[str],
-    pairs: int,
-    seed: int,
-    holders: DataFrame | None = None,
+    ranked: DataFrame, *, keys: Sequence[str], ks: Sequence[int], pairs: int, seed: int
 ) -> DataFrame:
-    """(*by, _pair, value = 1 - Jaccard) for a seeded sample of disjoint user pairs per group.
+    """(*keys, k, _pair, value = 1 - Jaccard) for a seeded sample of disjoint user pairs per
+    list group (*keys, k) of the lists R_k(u) of the rankings ``ranked`` (*keys, user_id,
+    item_id, rank).
 
     The 2·pairs users with the smallest hash(seed, user) in a group are paired in hash order;
-    a uniform sample of pairs, independent of partitioning. Its mean estimates
-    ``personalization_jaccard``; its spread gives the standard error std / sqrt(pairs).
-    ``holders``: (*by, user_id), one row per list, when the caller has them (else the
-    distinct users of ``lists``).
+    a uniform sample of pairs, independent of partitioning. A ranking has a list at every k,
+    so a group's users, and its sample, are the same at every k: they are drawn once per
+    ranking group (from the rank-1 rows) and only their rankings are cut at each k. Its mean
+    estimates ``personalization_jaccard``; its spread gives the standard error
+    std / sqrt(pairs).
     """
-    by = list(by)
-    users = holders if holders is not None else lists.select(*by, USER).distinct()
-    order = Window.partitionBy(*by).orderBy(seeded_hash(seed, USER), F.col(USER))
+    keys = list(keys)
+    order = Window.partitionBy(*keys).orderBy(seeded_hash(seed, USER), F.col(USER))
     chosen = (
-        users.withColumn("_pos", F.row_number().over(order) - 1)
+        ranked.filter(F.col(RANK) == 1)
+        .select(*keys, USER)
+        .withColumn("_pos", F.row_number().over(order) - 1)
         .filter(F.col("_pos") < 2 * pairs)
         .withColumn("_pair", F.floor(F.col("_pos") / 2))
     )
     complete = (
-        chosen.groupBy(*by, "_pair")
+        chosen.groupBy(*keys, "_pair")
         .agg(F.count(F.lit(1)).alias("_members"))
         .filter(F.col("_members") == 2)
     )
+    sampled = ranked.join(chosen.join(complete, on=[*keys, "_pair"]), on=[*keys, USER])
+    by = [*keys, "k"]
     shared = (
-        lists.join(chosen.join(complete, on=[*by, "_pair"]), on=[*by, USER])
+        top_k_lists(sampled, ks=ks)
         .groupBy(*by, "_pair", ITEM)
         .agg(F.count(F.lit(1)).alias("_holders"))
     )
@@ -761,9 +783,7 @@ def bootstrap_blocks(
     kernel).
     """
     keys, ks = list(keys), sorted({int(k) for k in ks})
-    ranking = ranked.filter(F.col(RANK) <= ks[-1]).withColumn(
-        "n_ranked", F.count(F.lit(1)).over(Window.partitionBy(*keys, USER))
-    )
+    ranking = with_ranking_length(ranked, keys=keys, ks=ks)
     rows = with_item_popularity(ranking, catalogue).select(
         *keys,
         ITEM,
@@ -886,14 +906,15 @@ def group_beyond(
     statistics = [m for m in GROUP_STATISTICS if m in metrics]
     if not statistics and "personalization_jaccard" not in metrics:
         return None
-    lists = top_k_lists(ranked, ks=ks).drop(RANK)
-    holders = list_holders(ranked, keys=keys, ks=ks)  # the list counts and the Jaccard sample
+    holders = list_holders(ranked, keys=keys, ks=ks)
     counts = persist(holders.groupBy(*by).agg(F.count(F.lit(1)).alias("n_lists")))
     frames = []
     scalar = None
     if statistics:  # blocks persisted only when a statistic reads them
         if exposure is None:
-            exposure = item_exposure(lists, inputs.catalogue, by=by)
+            exposure = item_exposure(
+                ranked_lists(ranked, keys=keys, ks=ks), inputs.catalogue, by=by
+            )
         blocks = persist(exposure_blocks(exposure, by=by))
         scalar = group_statistics(blocks, counts, inputs.totals, by=by, metrics=statistics)
     if scalar is not None:
@@ -912,7 +933,7 @@ def group_beyond(
         )
     if "personalization_jaccard" in metrics:
         frames.append(
-            jaccard_pair_distances(lists, by=by, pairs=pairs, seed=seed, holders=holders)
+            jaccard_pair_distances(ranked, keys=keys, ks=ks, pairs=pairs, seed=seed)
             .groupBy(*by)
             .agg(
                 exact_mean("value").alias("value"),

@@ -61,6 +61,7 @@ from receval_spark.metrics.beyond import (
     item_statistics,
     long_tail,
     per_user_beyond,
+    ranked_lists,
     top_k_lists,
     unit_vectors,
 )
@@ -563,7 +564,6 @@ def beyond_accuracy(
     """Beyond-accuracy metrics of the top-k lists at every k (DESIGN §6): per-user ones
     macro-averaged, group ones with bootstrap intervals, and the long-tail table."""
     settings = config.evaluation
-    lists = persist(top_k_lists(ranked, ks=settings.k).drop(RANK))
     beyond_inputs, warnings = _beyond_inputs(
         ranked.sparkSession,
         config,
@@ -583,12 +583,18 @@ def beyond_accuracy(
     if per_user is not None:
         per_user = persist(per_user.join(population.segments, on=USER))
         rows += _macro_rows(per_user)
-    segmented = lists.join(population.segments, on=USER)
+    segmented = ranked.join(population.segments, on=USER)
     keys = ["model", "segment"]
     # one item exposure for the group statistics and the long-tail table (segment all)
-    exposure = persist(item_exposure(segmented, population.catalogue, by=[*keys, "k"]))
+    exposure = persist(
+        item_exposure(
+            ranked_lists(segmented, keys=keys, ks=settings.k),
+            population.catalogue,
+            by=[*keys, "k"],
+        )
+    )
     groups = group_beyond(
-        ranked.join(population.segments, on=USER),
+        segmented,
         beyond_inputs,
         keys=keys,
         ks=settings.k,
@@ -603,7 +609,7 @@ def beyond_accuracy(
     custom = [m.resolved() for m in settings.custom_metrics if m.scope == "group"]
     if custom:
         values = group_values(
-            segmented,
+            top_k_lists(segmented, ks=settings.k).drop(RANK),
             population.catalogue,
             metrics=custom,
             ks=settings.k,

@@ -5,6 +5,7 @@ personalization and the embedding ILD against explicit pairwise computations
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -30,6 +31,7 @@ from receval_spark.metrics.beyond import (
     long_tail,
     per_user_beyond,
     poisson_weight,
+    ranked_lists,
     top_k_lists,
     unit_vectors,
 )
@@ -117,6 +119,29 @@ def test_top_k_lists_reads_every_cut_off_from_one_ranking(spark):
     got = sorted((r.user_id, r.k, r.item_id, r.rank) for r in lists.collect())
     # k = 1: rank 1 of each user; k = 2: ranks 1-2 (user 2 has only one item)
     assert got == [(1, 1, 11, 1), (1, 2, 11, 1), (1, 2, 12, 2), (2, 1, 21, 1), (2, 2, 21, 1)]
+
+
+def test_ranked_lists_carry_the_size_of_each_list(spark):
+    rng = np.random.default_rng(5)
+    rows = [
+        (m, u, 100 + int(i), r + 1)
+        for m in ("a", "b")
+        for u in range(1, 30)
+        for r, i in enumerate(rng.choice(40, size=rng.integers(1, 14), replace=False))
+    ]
+    ranked = spark.createDataFrame(rows, "model string, user_id long, item_id long, rank int")
+
+    got = ranked_lists(ranked, keys=["model"], ks=[1, 4, 10])
+
+    counted = beyond.with_list_size(top_k_lists(ranked, ks=[1, 4, 10]), by=["model", "k"])
+    columns = ["model", "k", "user_id", "item_id", F.col("list_size").cast("long")]
+    assert sorted(set(r.list_size for r in got.collect())) == list(range(1, 11))
+    assert_df_equality(
+        got.select(*columns),
+        counted.select(*columns),
+        ignore_row_order=True,
+        ignore_nullable=True,
+    )
 
 
 def test_list_holders_are_one_row_per_non_empty_list(spark):
@@ -343,34 +368,41 @@ def test_reference_xxhash64_is_sparks(spark):
         assert row.long_seed_hash == ref.spark_xxhash64((2**40, "long"), (row.i, "int"))
 
 
+def rankings_of(spark, lists: pd.DataFrame, *, keys: Sequence[str] = ()):
+    """(*keys, user_id, item_id, rank) from (*keys, user_id, item_id) rows, ranked in row order."""
+    ranked = lists.assign(rank=lists.groupby([*keys, "user_id"]).cumcount() + 1)
+    schema = ", ".join([*(f"{key} string" for key in keys), RANKED])
+    return spark.createDataFrame(ranked[[*keys, "user_id", "item_id", "rank"]], schema)
+
+
 def test_jaccard_pairs_are_the_documented_disjoint_hash_order_sample(spark):
     rng = np.random.default_rng(7)
-    lists = pandas_lists({3: random_lists(rng, users=range(1, 201), items=25, longest=8)})
-    frame_ = spark.createDataFrame(lists, LISTS)
+    lists = pandas_lists({8: random_lists(rng, users=range(1, 201), items=25, longest=8)})
+    ranked = rankings_of(spark, lists)
 
-    got = jaccard_pair_distances(frame_, by=["k"], pairs=40, seed=11)
-    values = by_key(got, "_pair")
-    holders = frame_.select("k", "user_id").distinct()
-    given = jaccard_pair_distances(frame_, by=["k"], pairs=40, seed=11, holders=holders)
-    assert by_key(given, "_pair") == values
+    got = jaccard_pair_distances(ranked, keys=[], ks=[2, 8], pairs=40, seed=11)
 
     pairs = ref.sampled_pairs(range(1, 201), pairs=40, seed=11)
     members = [u for pair in pairs for u in pair]
     assert len(pairs) == 40 and len(set(members)) == 80  # disjoint pairs
-    want = ref.jaccard_distances(lists, 3, pairs=40, seed=11)
-    assert sorted(values) == list(range(40))
-    assert [values[j] for j in range(40)] == pytest.approx(want, abs=1e-12)
-    assert all(0.0 <= v <= 1.0 for v in values.values())
+    # the same pairs at every k, each compared on its lists at that k
+    cut = pd.concat([lists.groupby("user_id").head(2).assign(k=2), lists])
+    for k in (2, 8):
+        values = by_key(got.filter(F.col("k") == k), "_pair")
+        want = ref.jaccard_distances(cut, k, pairs=40, seed=11)
+        assert sorted(values) == list(range(40))
+        assert [values[j] for j in range(40)] == pytest.approx(want, abs=1e-12)
+        assert all(0.0 <= v <= 1.0 for v in values.values())
 
 
 def test_jaccard_sample_is_deterministic_for_a_seed_and_uses_each_user_once(spark):
     rng = np.random.default_rng(3)
     lists = pandas_lists({4: random_lists(rng, users=range(1, 8), items=10, longest=4)})
-    frame_ = spark.createDataFrame(lists, LISTS)
-    reordered = spark.createDataFrame(lists.iloc[::-1].reset_index(drop=True), LISTS).repartition(3)
+    ranked = rankings_of(spark, lists)
+    reordered = spark.createDataFrame(ranked.toPandas().iloc[::-1], RANKED).repartition(3)
 
-    first = sorted(jaccard_pair_distances(frame_, by=["k"], pairs=10, seed=5).collect())
-    again = sorted(jaccard_pair_distances(reordered, by=["k"], pairs=10, seed=5).collect())
+    first = sorted(jaccard_pair_distances(ranked, keys=[], ks=[4], pairs=10, seed=5).collect())
+    again = sorted(jaccard_pair_distances(reordered, keys=[], ks=[4], pairs=10, seed=5).collect())
 
     assert first == again
     # 7 users and room for 10 pairs: floor(7/2) = 3 disjoint pairs, the odd user is left out
@@ -381,19 +413,20 @@ def test_jaccard_sample_is_deterministic_for_a_seed_and_uses_each_user_once(spar
 
 
 def test_jaccard_mean_is_0_for_identical_and_1_for_disjoint_lists(spark):
-    identical = [(u, 1, i) for u in range(1, 21) for i in (7, 8, 9)]
-    disjoint = [(u, 2, 10 * u + j) for u in range(1, 21) for j in range(3)]
-    lists = frame(spark, identical + disjoint, LISTS)
+    identical = [("same", u, i) for u in range(1, 21) for i in (7, 8, 9)]
+    disjoint = [("apart", u, 10 * u + j) for u in range(1, 21) for j in range(3)]
+    lists = pd.DataFrame(identical + disjoint, columns=["g", "user_id", "item_id"])
+    ranked = rankings_of(spark, lists, keys=["g"])
 
     means = (
-        jaccard_pair_distances(lists, by=["k"], pairs=5, seed=42)
-        .groupBy("k")
+        jaccard_pair_distances(ranked, keys=["g"], ks=[3], pairs=5, seed=42)
+        .groupBy("g")
         .agg(F.avg("value").alias("value"), F.count(F.lit(1)).alias("n"))
     )
 
-    rows = {r.k: (r.value, r.n) for r in means.collect()}
-    assert rows[1] == (pytest.approx(0.0, abs=TOL), 5)
-    assert rows[2] == (pytest.approx(1.0, abs=TOL), 5)
+    rows = {r.g: (r.value, r.n) for r in means.collect()}
+    assert rows["same"] == (pytest.approx(0.0, abs=TOL), 5)
+    assert rows["apart"] == (pytest.approx(1.0, abs=TOL), 5)
 
 
 # --- intra-list diversity -----------------------------------------------------------------

@@ -121,15 +121,22 @@ def test_top_k_lists_reads_every_cut_off_from_one_ranking(spark):
     assert got == [(1, 1, 11, 1), (1, 2, 11, 1), (1, 2, 12, 2), (2, 1, 21, 1), (2, 2, 21, 1)]
 
 
-def test_ranked_lists_carry_the_size_of_each_list(spark):
-    rng = np.random.default_rng(5)
+def random_rankings(spark, rng, *, shortest: int, longest: int):
+    """(model, user_id, item_id, rank): models a and b, 29 users, rankings of shortest..longest
+    distinct items (none for a length of 0)."""
     rows = [
         (m, u, 100 + int(i), r + 1)
         for m in ("a", "b")
         for u in range(1, 30)
-        for r, i in enumerate(rng.choice(40, size=rng.integers(1, 14), replace=False))
+        for r, i in enumerate(
+            rng.choice(40, size=rng.integers(shortest, longest + 1), replace=False)
+        )
     ]
-    ranked = spark.createDataFrame(rows, "model string, user_id long, item_id long, rank int")
+    return spark.createDataFrame(rows, "model string, user_id long, item_id long, rank int")
+
+
+def test_ranked_lists_carry_the_size_of_each_list(spark):
+    ranked = random_rankings(spark, np.random.default_rng(5), shortest=1, longest=13)
 
     got = ranked_lists(ranked, keys=["model"], ks=[1, 4, 10])
 
@@ -145,14 +152,7 @@ def test_ranked_lists_carry_the_size_of_each_list(spark):
 
 
 def test_list_holders_are_one_row_per_non_empty_list(spark):
-    rng = np.random.default_rng(4)
-    rows = [
-        (m, u, 100 + int(i), r + 1)
-        for m in ("a", "b")
-        for u in range(1, 30)
-        for r, i in enumerate(rng.choice(40, size=rng.integers(0, 6), replace=False))
-    ]
-    ranked = spark.createDataFrame(rows, "model string, user_id long, item_id long, rank int")
+    ranked = random_rankings(spark, np.random.default_rng(4), shortest=0, longest=5)
 
     holders = list_holders(ranked, keys=["model"], ks=[1, 3, 10])
 

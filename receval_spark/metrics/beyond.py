@@ -139,10 +139,21 @@ def weighted_exposure(rows: DataFrame, *, keys: Sequence[str], weight: Column) -
 def item_exposure(lists: DataFrame, catalogue: DataFrame, *, by: Sequence[str]) -> DataFrame:
     """(*by, item_id, n_interactions, in_catalogue, f, s, q): per recommended item, f = number
     of lists holding it, s = sum of |R_k(u)|^{-1/2} and q = sum of 1 / |R_k(u)| over those
-    lists. Every group statistic below is read off this one item-level table. ``lists``
-    without ``list_size`` get it from :func:`with_list_size`."""
-    if "list_size" not in lists.columns:
-        lists = with_list_size(lists, by=by)
+    lists. Every group statistic below is read off this one item-level table."""
+    return _sized_exposure(with_list_size(lists, by=by), catalogue, by=by)
+
+
+def ranking_exposure(
+    ranked: DataFrame, catalogue: DataFrame, *, keys: Sequence[str], ks: Sequence[int]
+) -> DataFrame:
+    """:func:`item_exposure` by (*keys, k) of the lists R_k(u) of the rankings ``ranked``
+    (*keys, user_id, item_id, rank; ranks 1..n), their sizes read off the rankings
+    (:func:`ranked_lists`)."""
+    return _sized_exposure(ranked_lists(ranked, keys=keys, ks=ks), catalogue, by=[*keys, "k"])
+
+
+def _sized_exposure(lists: DataFrame, catalogue: DataFrame, *, by: Sequence[str]) -> DataFrame:
+    """:func:`item_exposure` of lists that carry their ``list_size``."""
     return weighted_exposure(
         with_item_popularity(lists, catalogue),
         keys=[*by, ITEM, "n_interactions", "in_catalogue"],
@@ -695,12 +706,13 @@ def replicate_blocks_kernel(
         group_of_item = (np.cumsum(new_group) - 1)[item_rows]
         parts = []  # per k: (list group, item, f, s, q) of the items its lists hold; the
         # largest k holds every row
+        segment_band, segment_n = band[starts], n_ranked[starts]
         for j, k in enumerate(cut_offs):
-            held = np.flatnonzero(band[starts] <= j)  # segments of rows of rank <= k
-            size = np.minimum(n_ranked[starts[held]], k)  # ascending within an item
-            item = item_of_segment[held]
+            held = np.flatnonzero(segment_band <= j)  # segments of rows of rank <= k
             if not len(held):  # the bucket's items are all ranked below k
                 continue
+            size = np.minimum(segment_n[held], k)  # ascending within an item
+            item = item_of_segment[held]
             runs = np.flatnonzero(changes(len(held), item, size))  # one per (item, size)
             per_size = np.add.reduceat(per_segment[held], runs, axis=0)
             x = 1.0 / np.sqrt(size[runs].astype(np.float64))
@@ -894,8 +906,8 @@ def group_beyond(
     the lists R_k(u) (:func:`top_k_lists`) of the rankings ``ranked`` (*keys, user_id,
     item_id, rank; ranks 1..n per ranking), for every k in ``ks``.
 
-    ``exposure``: :func:`item_exposure` of those lists by (*keys, k) when the caller has it
-    already. n_users is the number of lists in the group (:func:`list_holders`).
+    ``exposure``: :func:`ranking_exposure` of ``ranked`` when the caller has it already.
+    n_users is the number of lists in the group (:func:`list_holders`).
     personalization_jaccard is a mean over sampled user pairs: std is their deviation,
     n_samples their number, interval ``t``. The other group statistics carry the bootstrap std
     and interval ``bootstrap`` when ``bootstrap_samples`` > 0, else a null std and interval.
@@ -912,9 +924,7 @@ def group_beyond(
     scalar = None
     if statistics:  # blocks persisted only when a statistic reads them
         if exposure is None:
-            exposure = item_exposure(
-                ranked_lists(ranked, keys=keys, ks=ks), inputs.catalogue, by=by
-            )
+            exposure = ranking_exposure(ranked, inputs.catalogue, keys=keys, ks=ks)
         blocks = persist(exposure_blocks(exposure, by=by))
         scalar = group_statistics(blocks, counts, inputs.totals, by=by, metrics=statistics)
     if scalar is not None:

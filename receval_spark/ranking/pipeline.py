@@ -57,11 +57,10 @@ from receval_spark.metrics.beyond import (
     catalogue_totals,
     content_expected,
     group_beyond,
-    item_exposure,
     item_statistics,
     long_tail,
     per_user_beyond,
-    ranked_lists,
+    ranking_exposure,
     top_k_lists,
     unit_vectors,
 )
@@ -586,13 +585,7 @@ def beyond_accuracy(
     segmented = ranked.join(population.segments, on=USER)
     keys = ["model", "segment"]
     # one item exposure for the group statistics and the long-tail table (segment all)
-    exposure = persist(
-        item_exposure(
-            ranked_lists(segmented, keys=keys, ks=settings.k),
-            population.catalogue,
-            by=[*keys, "k"],
-        )
-    )
+    exposure = persist(ranking_exposure(segmented, population.catalogue, keys=keys, ks=settings.k))
     groups = group_beyond(
         segmented,
         beyond_inputs,

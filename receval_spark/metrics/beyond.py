@@ -473,18 +473,25 @@ class BeyondInputs:
 PER_USER_METRICS = ("novelty", "ild_category", "category_coverage", "ild_embedding", "serendipity")
 
 
-def per_user_arrays(pairs: DataFrame, *, name: str) -> DataFrame:
-    """(user_id, ``name``): each user's (item_id, rank) pairs as structs sorted by item, then
-    rank, so that a join on the user alone attaches them to the user's list rows."""
-    entries = F.collect_list(F.struct(F.col(ITEM).alias("i"), F.col(RANK).alias("r")))
-    return pairs.groupBy(USER).agg(F.array_sort(entries).alias(name))
-
-
-def rank_of(entries: str) -> Column:
-    """The smallest rank of the row's item among its user's :func:`per_user_arrays` entries;
-    null when the item is not among them (or the user has none)."""
-    position = F.array_position(F.transform(entries, lambda e: e["i"]), F.col(ITEM))
-    return F.when(position > 0, F.element_at(entries, position.cast("int"))["r"])
+def surprising_counts(
+    rows: DataFrame, inputs: BeyondInputs, *, keys: Sequence[str], ks: Sequence[int]
+) -> DataFrame:
+    """(*keys, ``_surprising_<k>`` for k in ``ks``) from ranking ``rows`` (*keys, item_id,
+    rank): per ranking, the relevant items at rank <= k that are not expected at k (their
+    smallest rank in ``inputs.expected`` is above k, or they have none). Only rankings holding a
+    relevant item get a row: the relevant rows are joined with their expected ranks, nothing
+    else."""
+    user_keys = [USER, ITEM]
+    hits = rows.join(inputs.truth.select(*user_keys), on=user_keys, how="left_semi")
+    expected = inputs.expected.groupBy(*user_keys).agg(F.min(RANK).alias("_expected"))
+    scored = hits.join(expected, on=user_keys, how="left")
+    counts = [
+        F.count(
+            F.when((F.col(RANK) <= k) & F.coalesce(F.col("_expected") > k, F.lit(True)), True)
+        ).alias(f"_surprising_{k}")
+        for k in ks
+    ]
+    return scored.groupBy(*keys).agg(*counts)
 
 
 def per_user_beyond(
@@ -500,12 +507,12 @@ def per_user_beyond(
     of rank <= k.
 
     One pass over the rankings, shuffled by user once: each row gets its item's train users
-    (novelty: -log2 p(i), averaged over the list), unit vector (ild_embedding) and categories,
-    and, from per-user arrays joined on the user alone, whether it is relevant and its rank
-    among the user's expected items (serendipity: relevant items not expected at k, / k);
+    (novelty: -log2 p(i), averaged over the list), unit vector (ild_embedding) and categories;
     then one aggregation per ranking holds every k (sums over the rows of rank <= k) and
-    :func:`category_sums` the category metrics. ild_category and category_coverage (no
-    ``categories``) and ild_embedding (no ``units``) are left out when their metadata is None.
+    :func:`category_sums` the category metrics. Serendipity (relevant items not expected at k,
+    / k) reads only the relevant rows (:func:`surprising_counts`): 0 for a ranking without one.
+    ild_category and category_coverage (no ``categories``) and ild_embedding (no ``units``) are
+    left out when their metadata is None.
     ILD counts only items with a vector or categories and has no value below 2 such items;
     category_coverage is 0 for a list without catalogue categories and has no value when the
     catalogue has none.
@@ -520,7 +527,7 @@ def per_user_beyond(
     wanted = [m for m in PER_USER_METRICS if m in metrics and described.get(m, True) is not None]
     if not wanted:
         return None
-    rows = ranked.select(*keys, ITEM, RANK).filter(F.col(RANK) <= max(ks))
+    rows = lists = ranked.select(*keys, ITEM, RANK).filter(F.col(RANK) <= max(ks))
     known = None
     if inputs.categories is not None and {"ild_category", "category_coverage"} & set(wanted):
         entries = category_entries(inputs.categories)
@@ -532,17 +539,6 @@ def per_user_beyond(
     if "ild_embedding" in wanted:
         rows = rows.join(inputs.units, on=ITEM, how="left")
     rows = rows.repartition(USER)  # the one shuffle of the rows: every step below is per user
-    by_category = rows  # the category sums need none of serendipity's per-user arrays
-    if "serendipity" in wanted:
-        relevant = per_user_arrays(inputs.truth.withColumn(RANK, F.lit(0)), name="_relevant")
-        expected = per_user_arrays(inputs.expected, name="_expected")
-        rows = (
-            rows.join(relevant, on=USER, how="left")
-            .join(expected, on=USER, how="left")
-            .withColumn("_hit", rank_of("_relevant").isNotNull())
-            .withColumn("_expected_rank", rank_of("_expected"))
-            .drop("_relevant", "_expected")
-        )
     aggregates: list[Column] = []
     for k in ks:
         cut = F.col(RANK) <= k
@@ -555,20 +551,19 @@ def per_user_beyond(
             total = vector_sum(F.collect_list(unit))
             squared = F.aggregate(total, F.lit(0.0), lambda acc, x: acc + x * x)
             aggregates.append(list_diversity(squared, F.count(unit)).alias(f"ild_embedding_{k}"))
-        if "serendipity" in wanted:
-            expected = F.col("_expected_rank") <= k
-            surprising = cut & F.col("_hit") & F.coalesce(~expected, F.lit(True))
-            aggregates.append((F.count(F.when(surprising, True)) / k).alias(f"serendipity_{k}"))
     # _slots: every ranking gets a row, whatever is wanted
     per_list = rows.groupBy(*keys).agg(F.count(F.lit(1)).alias("_slots"), *aggregates)
     values = {
-        (m, k): F.col(f"{m}_{k}")
-        for m in ("novelty", "ild_embedding", "serendipity")
-        if m in wanted
-        for k in ks
+        (m, k): F.col(f"{m}_{k}") for m in ("novelty", "ild_embedding") if m in wanted for k in ks
     }
+    if "serendipity" in wanted:
+        per_list = per_list.join(
+            surprising_counts(lists, inputs, keys=keys, ks=ks), on=keys, how="left"
+        )
+        for k in ks:
+            values[("serendipity", k)] = F.coalesce(F.col(f"_surprising_{k}"), F.lit(0)) / k
     if known is not None:
-        sums = category_sums(by_category, ks=ks, keys=keys)
+        sums = category_sums(rows, ks=ks, keys=keys)
         per_list = per_list.join(sums, on=keys, how="left")
         total = known.agg(F.count(F.lit(1)).alias("_total")).filter(F.col("_total") > 0)
         per_list = per_list.join(F.broadcast(total), on=F.lit(True), how="left")

@@ -38,7 +38,7 @@ def pair_partitions(numbered: DataFrame) -> int:
     where its output is not (ml-latest-small: 100k rows, 22M pairs, one task; 22 tasks now,
     29-33 -> 25-27 s for the neighbour table on local[2]). One Spark job (a sum)."""
     sizes = numbered.groupBy(USER).agg(F.count(F.lit(1)).cast("double").alias("_h"))
-    total = sizes.agg(F.sum(F.col("_h") * (F.col("_h") - 1) / 2)).first()[0] or 0.0
+    total = sizes.agg(F.sum(F.col("_h") * (F.col("_h") - 1) / 2)).collect()[0][0] or 0.0
     return max(1, math.ceil(total / PAIRS_PER_PARTITION))
 
 

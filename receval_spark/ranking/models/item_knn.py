@@ -31,13 +31,13 @@ PAIR_BASE = 1 << PAIR_BITS
 PAIRS_PER_PARTITION = 1_000_000  # co-occurring pairs per task (pair_partitions)
 
 
-def pair_partitions(numbered: DataFrame) -> int:
-    """Partitions for the co-occurrence self-join of ``numbered`` (user_id, item) rows and the
-    count of its pairs: one per PAIRS_PER_PARTITION of the sum over users of
-    |H(u)| (|H(u)| - 1) / 2. AQE sizes a shuffle by its input, and the join's input is small
-    where its output is not (ml-latest-small: 100k rows, 22M pairs, one task; 22 tasks now,
-    29-33 -> 25-27 s for the neighbour table on local[2]). One Spark job (a sum)."""
-    sizes = numbered.groupBy(USER).agg(F.count(F.lit(1)).cast("double").alias("_h"))
+def pair_partitions(pairs: DataFrame) -> int:
+    """Partitions for the co-occurrence self-join of the distinct (user_id, item_id) ``pairs``
+    and for the count of its output: one per PAIRS_PER_PARTITION of the sum over users of
+    |H(u)| (|H(u)| - 1) / 2, the rows the self-join makes. AQE would size both shuffles by
+    their input, which is small where the output is not (ml-latest-small: 100k pairs, 22M
+    co-occurring pairs made in one task). One Spark job (a sum)."""
+    sizes = pairs.groupBy(USER).agg(F.count(F.lit(1)).cast("double").alias("_h"))
     total = sizes.agg(F.sum(F.col("_h") * (F.col("_h") - 1) / 2)).collect()[0][0] or 0.0
     return max(1, math.ceil(total / PAIRS_PER_PARTITION))
 
@@ -49,9 +49,8 @@ def item_neighbours(history: DataFrame, *, neighbours: int) -> DataFrame:
     ids = dense_ids(pairs, ITEM, name="_number").join(
         pairs.groupBy(ITEM).agg(F.count(F.lit(1)).alias("_n")), on=ITEM
     )
-    numbered = pairs.join(ids, on=ITEM).select(USER, "_number")
-    parts = pair_partitions(numbered)
-    numbered = numbered.repartition(parts, USER)
+    parts = pair_partitions(pairs)
+    numbered = pairs.join(ids, on=ITEM).select(USER, "_number").repartition(parts, USER)
     left, right = numbered.alias("a"), numbered.alias("b")
     pair = F.col("a._number").cast("long") * PAIR_BASE + F.col("b._number")
     # |U_i ∩ U_j| is symmetric: count each unordered pair once (half the self-join's rows),

@@ -19,6 +19,7 @@ from receval_spark.ranking.models.item_knn import (
     item_knn_scores,
     item_knn_users,
     item_neighbours,
+    nearest,
 )
 from receval_spark.ranking.models.oracle import oracle_candidates, oracle_scores
 from receval_spark.ranking.models.popularity import popularity_candidates, popularity_scores
@@ -101,11 +102,15 @@ def fit_model(
     k: int,
     seen: DataFrame | None,
     external: DataFrame | None = None,
+    similar: DataFrame | None = None,
 ) -> Scorer:
     """Fit one configured model (single hyperparameter values) on ``history``.
 
     ``external`` is the validated table of an ``external`` model; its candidates are its
-    rows for the requested users. ALS fits here (Spark jobs); the other kinds stay lazy.
+    rows for the requested users. ``similar``: for ``item_knn``, a persisted
+    :func:`item_neighbours` table of ``history`` with at least ``model.neighbours`` per item
+    (tuning computes the grid's widest once); without it the model computes its own. ALS and
+    item-kNN's neighbour table fit here (Spark jobs); the other kinds stay lazy.
     """
     kind = model.kind
     if kind == "popularity":
@@ -124,11 +129,14 @@ def fit_model(
             lambda pairs: oracle_scores(truth, pairs),
         )
     if kind == "item_knn":
-        similar = persist(item_neighbours(history, neighbours=model.neighbours))
+        if similar is None:
+            table = persist(item_neighbours(history, neighbours=model.neighbours))
+        else:
+            table = nearest(similar, model.neighbours)
         return candidate_model(
-            lambda users: item_knn_candidates(history, users, similar),
-            lambda pairs: item_knn_scores(history, pairs, similar),
-            lambda users: item_knn_users(history, users, similar),
+            lambda users: item_knn_candidates(history, users, table),
+            lambda pairs: item_knn_scores(history, pairs, table),
+            lambda users: item_knn_users(history, users, table),
             fallback=model.fallback,
             history=history,
             k=k,

@@ -29,6 +29,7 @@ from receval_spark.ranking.models.common import dense_ids
 PAIR_BITS = 32  # an item pair (a, b) of dense numbers as one long: a * 2^PAIR_BITS + b
 PAIR_BASE = 1 << PAIR_BITS
 PAIRS_PER_PARTITION = 1_000_000  # co-occurring pairs per task (pair_partitions)
+RANK = "neighbour_rank"  # 1 = the most similar other item
 
 
 def pair_partitions(pairs: DataFrame) -> int:
@@ -43,7 +44,9 @@ def pair_partitions(pairs: DataFrame) -> int:
 
 
 def item_neighbours(history: DataFrame, *, neighbours: int) -> DataFrame:
-    """(item_id, neighbour, similarity): each item's ``neighbours`` most similar other items."""
+    """(item_id, neighbour, similarity, neighbour_rank): each item's ``neighbours`` most
+    similar other items, ranked from 1 (ties by item id), so that the first n of them are its
+    n most similar (:func:`nearest`)."""
     pairs = history.select(USER, ITEM).distinct()
     # items numbered 0..n-1 with their |U_i|: an unordered pair (i, j), i < j, is then one long
     ids = dense_ids(pairs, ITEM, name="_number").join(
@@ -89,11 +92,14 @@ def item_neighbours(history: DataFrame, *, neighbours: int) -> DataFrame:
     )
     together = similar.select(F.inline(both_ways), "similarity")
     order = Window.partitionBy(ITEM).orderBy(F.col("similarity").desc(), F.col("neighbour"))
-    return (
-        together.withColumn("_rank", F.row_number().over(order))
-        .filter(F.col("_rank") <= neighbours)
-        .drop("_rank")
-    )
+    return together.withColumn(RANK, F.row_number().over(order)).filter(F.col(RANK) <= neighbours)
+
+
+def nearest(neighbours: DataFrame, n: int) -> DataFrame:
+    """The rows of each item's ``n`` most similar items in an :func:`item_neighbours` table
+    of at least ``n`` neighbours per item: the same table as ``item_neighbours`` with
+    ``neighbours=n``, without computing the similarities again (a grid over ``neighbours``)."""
+    return neighbours.filter(F.col(RANK) <= n)
 
 
 def item_knn_candidates(history: DataFrame, users: DataFrame, neighbours: DataFrame) -> DataFrame:

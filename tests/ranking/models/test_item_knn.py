@@ -6,7 +6,9 @@ import math
 
 import pytest
 
-from receval_spark.ranking.models.item_knn import item_knn_candidates, item_neighbours
+from receval_spark.config import ItemKnnModel, TuningConfig
+from receval_spark.ranking.models.item_knn import item_knn_candidates, item_neighbours, nearest
+from receval_spark.ranking.tuning import tune, validation_score
 
 HISTORY = [  # users 1-3; user 1 saw item 10 twice (counts once)
     (1, 10),
@@ -66,3 +68,47 @@ def test_scores_sum_the_similarities_of_the_users_items(spark):
         },
         abs=1e-12,
     )
+
+
+def test_the_first_n_rows_of_a_wider_table_are_the_n_nearest(spark):
+    """Items 10 and 11 tie at 1/2 as neighbours of 12: the ranks break the tie by item id in
+    both tables, so the rows (and ranks) of a narrower table are those of the wider one."""
+    history = spark.createDataFrame(HISTORY, "user_id long, item_id long")
+    wide = item_neighbours(history, neighbours=3)
+    for n in (1, 2, 3):
+        assert sorted(nearest(wide, n).collect()) == sorted(
+            item_neighbours(history, neighbours=n).collect()
+        )
+    assert sorted(r.neighbour for r in nearest(wide, 2).collect() if r.item_id == 12) == [10, 13]
+
+
+def test_a_neighbours_grid_scores_each_point_as_its_own_fit(spark):
+    """tune() computes one neighbour table for the grid (its widest point); each point's
+    validation score equals that of the point fitted alone, and they differ."""
+    train = spark.createDataFrame(
+        [*HISTORY, (4, 10), (4, 12), (4, 13), (5, 11), (5, 13), (6, 12)],
+        "user_id long, item_id long",
+    )
+    truth = spark.createDataFrame(
+        [(1, 12, 1.0), (3, 10, 1.0), (5, 12, 1.0), (6, 13, 1.0), (6, 10, 1.0)],
+        "user_id long, item_id long, grade double",
+    )
+    seen = train.distinct()
+    tuning = TuningConfig(metric="ndcg", k=2)
+    model = ItemKnnModel(name="knn", kind="item_knn", neighbours=[1, 3], fallback="none")
+
+    chosen, record = tune(model, train=train, truth=truth, seen=seen, tuning=tuning)
+
+    alone = [
+        validation_score(
+            model.model_copy(update={"neighbours": n}),
+            train=train,
+            truth=truth,
+            seen=seen,
+            tuning=tuning,
+        )
+        for n in (1, 3)
+    ]
+    assert [p["validation_score"] for p in record["grid"]] == alone
+    assert alone[0] != alone[1]
+    assert chosen.neighbours == (1 if alone[0] >= alone[1] else 3)

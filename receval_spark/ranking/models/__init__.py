@@ -7,12 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from receval_spark.cache import persist
 from receval_spark.columns import ITEM, SCORE, USER
 from receval_spark.config import ModelConfig
-from receval_spark.ranking.models.als import als_candidates, als_scores, fit_als
+from receval_spark.ranking.models.als import als_scores, fit_als, seen_tiers, tiered_als_candidates
 from receval_spark.ranking.models.bias import PREDICTION, bias_predictions
 from receval_spark.ranking.models.item_knn import (
     item_knn_candidates,
@@ -87,13 +86,6 @@ def candidate_model(
     return Scorer(served, scored, ratings, scorable=scorable, fallback=fallback)
 
 
-def most_seen(seen: DataFrame | None) -> int:
-    """The largest number of seen items of any user (0 without seen-item filtering)."""
-    if seen is None:
-        return 0
-    return seen.groupBy(USER).count().agg(F.max("count")).first()[0] or 0
-
-
 def fit_model(
     model: ModelConfig,
     *,
@@ -153,7 +145,7 @@ def fit_model(
             blocks=model.blocks,
             seed=model.seed,
         )
-        m = k + most_seen(seen)
+        tiers = None if seen is None else seen_tiers(seen, k=k)
 
         def scores(pairs: DataFrame) -> DataFrame:
             return als_scores(fitted, pairs)
@@ -162,7 +154,7 @@ def fit_model(
             return scores(pairs).withColumnRenamed(SCORE, PREDICTION)
 
         return candidate_model(
-            lambda users: als_candidates(fitted, users, m=m),
+            lambda users: tiered_als_candidates(fitted, users, k=k, seen=seen, tiers=tiers),
             scores,
             lambda users: users.select(USER).join(fitted.user_ids, on=USER, how="left_semi"),
             fallback=model.fallback,

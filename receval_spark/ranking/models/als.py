@@ -4,19 +4,32 @@ predictor, and (implicit) item factors that serve as item embeddings where the d
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
+from itertools import combinations
 
 from pyspark.ml.recommendation import ALS, ALSModel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from receval_spark.cache import persist
-from receval_spark.columns import ITEM, RATING, SCORE, USER
+from receval_spark.columns import ITEM, RANK, RATING, SCORE, USER
 from receval_spark.ranking.models.common import dense_ids
+from receval_spark.ranking.topk import rank_candidates
 
 # users (and items) per block of the blocked top-m product: a block's score matrix and its
 # per-user top-m queues stay small (Spark's default 4096 ran a 1 GiB driver out of heap with
 # m ~ 2,700 on ml-latest-small)
 BLOCK_SIZE = 1024
+# A user's top m must reach k + |seen(u)| items for k to remain after seen-item filtering. One m
+# for everyone, k + the longest history, makes every list as long as the heaviest user's: rows
+# grow as users x the longest history. So users are grouped by tiers of their number of seen
+# items, FIRST_TIER · TIER_BASE^j (j ≥ 0), each group asking for k + its users' longest
+# history; tiers are merged where a group of its own costs more than the list rows it saves
+# (BRANCH_ROWS: a group is one more blocked product, ~8 Spark jobs, about 1.6 s on local[2],
+# the cost of ~0.5M list rows there).
+FIRST_TIER = 64
+TIER_BASE = 4
+BRANCH_ROWS = 500_000
 
 
 def als_item_embeddings(
@@ -106,8 +119,8 @@ def fit_als(
 
 
 def als_candidates(fitted: FittedAls, users: DataFrame, *, m: int) -> DataFrame:
-    """(user_id, item_id, score): ALS's top m items per user in ``users`` (m = k plus the
-    largest number of seen items of any user leaves k after filtering seen items).
+    """(user_id, item_id, score): ALS's top m items per user in ``users`` (m at least k plus
+    the user's number of seen items leaves k after filtering them: :func:`tiered_als_candidates`).
 
     Top-m scoring is Spark ML's ``recommendForUserSubset``, a blocked product of user and item
     factor blocks keeping m items per user: no users x items table is materialised. Users
@@ -122,6 +135,87 @@ def als_candidates(fitted: FittedAls, users: DataFrame, *, m: int) -> DataFrame:
         .join(fitted.item_ids, on="_item")
         .select(USER, ITEM, F.col(SCORE).cast("double").alias(SCORE))
     )
+
+
+@dataclass(frozen=True)
+class SeenTiers:
+    """Users grouped for top-m scoring. ``bounds``: (user_id, _bound), each user's tier (the
+    smallest FIRST_TIER · TIER_BASE^j not below its number of seen items); ``groups``: (the
+    largest tier of the group, k + the group's longest history = its m), by tier."""
+
+    bounds: DataFrame
+    groups: list[tuple[int, int]]
+
+
+def seen_tiers(seen: DataFrame, *, k: int) -> SeenTiers:
+    """The :class:`SeenTiers` of the users of ``seen`` (one Spark job; one row per tier, at
+    most log_TIER_BASE of the longest history, reaches the driver)."""
+    counts = seen.groupBy(USER).agg(F.count(F.lit(1)).alias("_seen"))
+    power = F.greatest(F.lit(0.0), F.ceil(F.log(float(TIER_BASE), F.col("_seen") / FIRST_TIER)))
+    bound = (F.lit(FIRST_TIER) * F.pow(F.lit(float(TIER_BASE)), power)).cast("long")
+    # a log rounded down at an exact power would leave the bound one tier short
+    safe = F.when(bound < F.col("_seen"), bound * TIER_BASE).otherwise(bound)
+    bounds = persist(counts.select(USER, safe.alias("_bound"), "_seen"))
+    tiers = bounds.groupBy("_bound").agg(F.count(F.lit(1)), F.max("_seen")).collect()
+    return SeenTiers(bounds.select(USER, "_bound"), tier_groups(sorted(map(tuple, tiers)), k=k))
+
+
+def tier_groups(tiers: list[tuple[int, int, int]], *, k: int) -> list[tuple[int, int]]:
+    """(largest tier, m) per group from (tier, users, longest history) rows sorted by tier: the
+    merge of adjacent tiers with the fewest list rows plus BRANCH_ROWS per group, where a
+    group's rows are its users x (k + its longest history). No tiers: one group of m = k."""
+    if not tiers:
+        return [(FIRST_TIER, k)]
+    best: tuple[int, list[tuple[int, int]]] | None = None
+    for cuts in range(len(tiers)):
+        for ends in combinations(range(len(tiers) - 1), cuts):
+            groups, rows, start = [], 0, 0
+            for end in (*ends, len(tiers) - 1):
+                members = tiers[start : end + 1]
+                m = k + max(most for _, _, most in members)
+                rows += sum(users for _, users, _ in members) * m + BRANCH_ROWS
+                groups.append((tiers[end][0], m))
+                start = end + 1
+            if best is None or rows < best[0]:
+                best = (rows, groups)
+    assert best is not None
+    return best[1]
+
+
+def tiered_als_candidates(
+    fitted: FittedAls, users: DataFrame, *, k: int, seen: DataFrame | None, tiers: SeenTiers | None
+) -> DataFrame:
+    """(user_id, item_id, score): enough of ALS's best items per user in ``users`` that the top
+    k after filtering the user's ``seen`` items are exact, ties by item id included. Each user
+    gets the top m of its group in ``tiers`` (users without seen items: the first group); a user
+    whose k-th unseen item scores the same as the last of its m (a tie that may continue beyond
+    m, where Spark ML's top-m cuts it arbitrarily) gets every item. Without ``seen``: the top k.
+    Spark jobs: the lists are materialised, and the tied users counted."""
+    if seen is None or tiers is None:
+        return als_candidates(fitted, users, m=k)
+    wanted = users.select(USER).join(tiers.bounds, on=USER, how="left")
+    bound = F.coalesce(F.col("_bound"), F.lit(FIRST_TIER))
+    parts, above = [], None
+    for largest, m in tiers.groups:
+        member = bound <= largest if above is None else (bound > above) & (bound <= largest)
+        part = als_candidates(fitted, wanted.filter(member), m=m)
+        parts.append(part.withColumn("_m", F.lit(m)))
+        above = largest
+    retrieved = persist(reduce(DataFrame.unionByName, parts))
+    kth = rank_candidates(retrieved, k=k, seen=seen).filter(F.col(RANK) == k)
+    last = retrieved.groupBy(USER).agg(
+        F.min(SCORE).alias("_last"), F.count(F.lit(1)).alias("_n"), F.max("_m").alias("_m")
+    )
+    tied = (
+        last.join(kth, on=USER)
+        .filter((F.col("_n") == F.col("_m")) & (F.col(SCORE) == F.col("_last")))
+        .select(USER)
+    )
+    lists = retrieved.drop("_m")
+    if tied.isEmpty():
+        return lists
+    everything = als_candidates(fitted, tied, m=fitted.item_ids.count())
+    return lists.join(tied, on=USER, how="left_anti").unionByName(everything)
 
 
 def als_scores(fitted: FittedAls, pairs: DataFrame) -> DataFrame:

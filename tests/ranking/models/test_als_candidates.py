@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import pytest
+from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from receval_spark.ranking.models.als import als_candidates, als_scores, fit_als
+from receval_spark.ranking.models import als
+from receval_spark.ranking.models.als import (
+    als_candidates,
+    als_scores,
+    fit_als,
+    seen_tiers,
+    tier_groups,
+    tiered_als_candidates,
+)
 from receval_spark.ranking.models.common import dense_ids
+from receval_spark.ranking.topk import rank_candidates
 
 # users 0-9 like items 100-104, users 10-19 items 200-204; each user misses one item of
 # their group, which ALS must rank above the other group's items. Explicit ratings also need
@@ -115,3 +125,65 @@ def test_dense_ids_number_every_distinct_id_once_whatever_the_partitioning(spark
     assert numbering(frame.repartition(5)) == got == numbering(frame.orderBy(F.desc("user_id")))
     strings = spark.createDataFrame([(f"u{i}",) for i in range(1000)], "user_id string")
     assert sorted(numbering(strings).values()) == list(range(1000))
+
+
+@pytest.mark.parametrize(
+    ("seen", "tier"),
+    [(1, 64), (63, 64), (64, 64), (65, 256), (256, 256), (257, 1024), (1024, 1024), (4097, 16384)],
+)
+def test_a_users_tier_is_the_smallest_bound_not_below_their_seen_items(spark, seen, tier):
+    rows = spark.range(seen).select(F.lit(7).alias("user_id"), F.col("id").alias("item_id"))
+
+    tiers = seen_tiers(rows, k=5)
+
+    assert [(r.user_id, r._bound) for r in tiers.bounds.collect()] == [(7, tier)]
+    assert tiers.groups == [(tier, 5 + seen)]  # one group: m = k + its longest history
+
+
+def test_tiers_merge_where_a_group_costs_more_than_the_rows_it_saves(monkeypatch):
+    monkeypatch.setattr(als, "BRANCH_ROWS", 1000)
+    # (tier, users, longest history): 100 light users, 10 heavy ones
+    light, heavy = (64, 100, 50), (1024, 10, 900)
+    assert tier_groups([light, heavy], k=10) == [(64, 60), (1024, 910)]  # 7,100 + 2,000 rows
+    few = (64, 5, 50)  # 5 light users: apart 1,400 rows + 2,000, merged 13,650 + 1,000
+    assert tier_groups([few, heavy], k=10) == [(64, 60), (1024, 910)]
+    monkeypatch.setattr(als, "BRANCH_ROWS", 20_000)
+    assert tier_groups([few, heavy], k=10) == [(1024, 910)]
+    assert tier_groups([], k=10) == [(64, 10)]  # nobody has seen items: the top k
+
+
+def test_tiered_lists_rank_as_every_item_would_even_where_scores_tie(
+    spark, fitted_als, monkeypatch
+):
+    """Users with 1-4 seen items in tiers 1, 2 and 4 (first tier 1, base 2), each tier a group
+    of its own. Each group's items of a taste group score alike, so a short top m cuts a tie:
+    those users get every item. After seen-item filtering every user has the top k of all 10
+    items, ties by item id."""
+    monkeypatch.setattr(als, "FIRST_TIER", 1)
+    monkeypatch.setattr(als, "TIER_BASE", 2)
+    monkeypatch.setattr(als, "BRANCH_ROWS", 0)
+    fitted = fitted_als(LIKES, implicit=True)  # 10 items
+    k = 2
+    seen = spark.createDataFrame(
+        [(u, i) for u in range(20) for _, i, _ in [r for r in LIKES if r[0] == u][: u % 4 + 1]],
+        "user_id long, item_id long",
+    )
+    users = spark.createDataFrame([(u,) for u in range(20)] + [(99,)], "user_id long")
+    tiers = seen_tiers(seen, k=k)
+    assert tiers.groups == [(1, 3), (2, 4), (4, 6)]
+
+    tiered = tiered_als_candidates(fitted, users, k=k, seen=seen, tiers=tiers)
+
+    lengths = {r.user_id: r["count"] for r in tiered.groupBy("user_id").count().collect()}
+    asked = {u: {0: 3, 1: 4, 2: 6, 3: 6}[u % 4] for u in range(20)}
+    assert set(lengths) == set(asked)  # user 99 has no train rows
+    assert all(lengths[u] in (asked[u], 10) for u in asked)
+    assert 10 in lengths.values()  # a tie cut by a short m: every item
+    every_item = als_candidates(fitted, users, m=10)
+    assert_df_equality(
+        rank_candidates(tiered, k=k, seen=seen),
+        rank_candidates(every_item, k=k, seen=seen),
+        ignore_row_order=True,
+    )
+    untiered = tiered_als_candidates(fitted, users, k=k, seen=None, tiers=None)
+    assert untiered.count() == 20 * k  # no seen-item filtering: the top k

@@ -148,8 +148,9 @@ class SeenTiers:
 
 
 def seen_tiers(seen: DataFrame, *, k: int) -> SeenTiers:
-    """The :class:`SeenTiers` of the users of ``seen`` (one Spark job; one row per tier, at
-    most log_TIER_BASE of the longest history, reaches the driver)."""
+    """The :class:`SeenTiers` of the users of ``seen`` (Spark jobs: the users' tiers are
+    materialised; one row per tier, at most log_TIER_BASE of the longest history, reaches the
+    driver)."""
     counts = seen.groupBy(USER).agg(F.count(F.lit(1)).alias("_seen"))
     power = F.greatest(F.lit(0.0), F.ceil(F.log(float(TIER_BASE), F.col("_seen") / FIRST_TIER)))
     bound = (F.lit(FIRST_TIER) * F.pow(F.lit(float(TIER_BASE)), power)).cast("long")

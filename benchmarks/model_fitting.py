@@ -40,7 +40,7 @@ def top_m_rows(fitted, users, *, history) -> int:
     """Rows of ALS's candidate lists of ``users``, ``history`` as their seen items, as the job
     asks for them (computing them)."""
     tiers = seen_tiers(history, k=K)
-    return tiered_als_candidates(fitted, users, k=K, seen=history, tiers=tiers).count()
+    return tiered_als_candidates(fitted, users, k=K, tiers=tiers).count()
 
 
 def neighbour_rows(history, *, neighbours: int) -> int:

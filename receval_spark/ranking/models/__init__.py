@@ -154,7 +154,7 @@ def fit_model(
             return scores(pairs).withColumnRenamed(SCORE, PREDICTION)
 
         return candidate_model(
-            lambda users: tiered_als_candidates(fitted, users, k=k, seen=seen, tiers=tiers),
+            lambda users: tiered_als_candidates(fitted, users, k=k, tiers=tiers),
             scores,
             lambda users: users.select(USER).join(fitted.user_ids, on=USER, how="left_semi"),
             fallback=model.fallback,

@@ -139,10 +139,12 @@ def als_candidates(fitted: FittedAls, users: DataFrame, *, m: int) -> DataFrame:
 
 @dataclass(frozen=True)
 class SeenTiers:
-    """Users grouped for top-m scoring. ``bounds``: (user_id, _bound), each user's tier (the
-    smallest FIRST_TIER · TIER_BASE^j not below its number of seen items); ``groups``: (the
-    largest tier of the group, k + the group's longest history = its m), by tier."""
+    """Users grouped for top-m scoring. ``seen``: (user_id, item_id), the items filtered from
+    their lists; ``bounds``: (user_id, _bound), each user's tier (the smallest
+    FIRST_TIER · TIER_BASE^j not below its number of seen items); ``groups``: (the largest tier
+    of the group, k + the group's longest history = its m), by tier."""
 
+    seen: DataFrame
     bounds: DataFrame
     groups: list[tuple[int, int]]
 
@@ -158,7 +160,8 @@ def seen_tiers(seen: DataFrame, *, k: int) -> SeenTiers:
     safe = F.when(bound < F.col("_seen"), bound * TIER_BASE).otherwise(bound)
     bounds = persist(counts.select(USER, safe.alias("_bound"), "_seen"))
     tiers = bounds.groupBy("_bound").agg(F.count(F.lit(1)), F.max("_seen")).collect()
-    return SeenTiers(bounds.select(USER, "_bound"), tier_groups(sorted(map(tuple, tiers)), k=k))
+    groups = tier_groups(sorted(map(tuple, tiers)), k=k)
+    return SeenTiers(seen, bounds.select(USER, "_bound"), groups)
 
 
 def tier_groups(tiers: list[tuple[int, int, int]], *, k: int) -> list[tuple[int, int]]:
@@ -184,26 +187,26 @@ def tier_groups(tiers: list[tuple[int, int, int]], *, k: int) -> list[tuple[int,
 
 
 def tiered_als_candidates(
-    fitted: FittedAls, users: DataFrame, *, k: int, seen: DataFrame | None, tiers: SeenTiers | None
+    fitted: FittedAls, users: DataFrame, *, k: int, tiers: SeenTiers | None
 ) -> DataFrame:
     """(user_id, item_id, score): enough of ALS's best items per user in ``users`` that the top
-    k after filtering the user's ``seen`` items are exact, ties by item id included. Each user
-    gets the top m of its group in ``tiers`` (users without seen items: the first group); a user
-    whose k-th unseen item scores the same as the last of its m (a tie that may continue beyond
-    m, where Spark ML's top-m cuts it arbitrarily) gets every item. Without ``seen``: the top k.
-    Spark jobs: the lists are materialised, and the tied users counted."""
-    if seen is None or tiers is None:
+    k after filtering the user's seen items (``tiers.seen``) are exact, ties by item id
+    included. Each user gets the top m of its group in ``tiers`` (users without seen items: the
+    first group); a user whose k-th unseen item scores the same as the last of its m (a tie
+    that may continue beyond m, where Spark ML's top-m cuts it arbitrarily) gets every item.
+    Without ``tiers`` (no seen-item filtering): the top k. Spark jobs: the lists are
+    materialised, and the tied users counted."""
+    if tiers is None:
         return als_candidates(fitted, users, m=k)
     wanted = users.select(USER).join(tiers.bounds, on=USER, how="left")
     bound = F.coalesce(F.col("_bound"), F.lit(FIRST_TIER))
-    parts, above = [], None
+    parts, above = [], 0
     for largest, m in tiers.groups:
-        member = bound <= largest if above is None else (bound > above) & (bound <= largest)
-        part = als_candidates(fitted, wanted.filter(member), m=m)
+        part = als_candidates(fitted, wanted.filter((bound > above) & (bound <= largest)), m=m)
         parts.append(part.withColumn("_m", F.lit(m)))
         above = largest
     retrieved = persist(reduce(DataFrame.unionByName, parts))
-    kth = rank_candidates(retrieved, k=k, seen=seen).filter(F.col(RANK) == k)
+    kth = rank_candidates(retrieved, k=k, seen=tiers.seen).filter(F.col(RANK) == k)
     last = retrieved.groupBy(USER).agg(
         F.min(SCORE).alias("_last"), F.count(F.lit(1)).alias("_n"), F.max("_m").alias("_m")
     )

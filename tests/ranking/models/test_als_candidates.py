@@ -172,7 +172,7 @@ def test_tiered_lists_rank_as_every_item_would_even_where_scores_tie(
     tiers = seen_tiers(seen, k=k)
     assert tiers.groups == [(1, 3), (2, 4), (4, 6)]
 
-    tiered = tiered_als_candidates(fitted, users, k=k, seen=seen, tiers=tiers)
+    tiered = tiered_als_candidates(fitted, users, k=k, tiers=tiers)
 
     lengths = {r.user_id: r["count"] for r in tiered.groupBy("user_id").count().collect()}
     asked = {u: {0: 3, 1: 4, 2: 6, 3: 6}[u % 4] for u in range(20)}
@@ -185,5 +185,5 @@ def test_tiered_lists_rank_as_every_item_would_even_where_scores_tie(
         rank_candidates(every_item, k=k, seen=seen),
         ignore_row_order=True,
     )
-    untiered = tiered_als_candidates(fitted, users, k=k, seen=None, tiers=None)
+    untiered = tiered_als_candidates(fitted, users, k=k, tiers=None)
     assert untiered.count() == 20 * k  # no seen-item filtering: the top k

@@ -40,6 +40,9 @@ class SparkConfig(_Strict):
     master: str = "local[*]"
     remote: str | None = None  # a Spark Connect server, sc://host:15002
     conf: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    # a driver JVM the job starts maps a class-data archive of an earlier run's classes
+    # (receval_spark.class_archive); false: every start loads Spark's classes anew
+    class_archive: bool = True
 
     @field_validator("remote")
     @classmethod

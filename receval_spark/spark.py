@@ -15,6 +15,7 @@ from pyspark import SparkConf, SparkContext  # connect-ok: local JVM start only
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
+from receval_spark import class_archive
 from receval_spark.config import SparkConfig
 from receval_spark.errors import SetupError
 
@@ -63,7 +64,8 @@ def build_session(config: SparkConfig, *, app_name: str, quiet: bool = False) ->
     With ``remote``: a Spark Connect client. Otherwise: a local session on ``config.master``,
     bound to 127.0.0.1 unless SPARK_LOCAL_IP says otherwise, with Python workers pinned to this
     interpreter so they see the same packages, an 8 MB thread stack (``LOCAL_THREAD_STACK``),
-    and, when ``quiet``, a log4j configuration
+    if this process has no JVM yet and ``config.class_archive``, the class-data archive of
+    :mod:`receval_spark.class_archive`, and, when ``quiet``, a log4j configuration
     without failed tasks' stack traces (``QUIET_LOG4J``) and, if this process has no JVM yet,
     without the JVM's own start-up warning (``JVM_STARTUP_NOISE``).
     """
@@ -78,6 +80,8 @@ def build_session(config: SparkConfig, *, app_name: str, quiet: bool = False) ->
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # a local job listens on loopback
         options = [LOCAL_THREAD_STACK, settings.get("spark.driver.extraJavaOptions", "")]
+        if config.class_archive and SparkContext._gateway is None:  # connect-ok: no JVM yet
+            options.append(class_archive.jvm_options(settings))
         if quiet:
             options.append(f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}")
         settings["spark.driver.extraJavaOptions"] = " ".join(o for o in options if o)

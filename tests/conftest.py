@@ -15,6 +15,7 @@ from helpers import (
     GENERATED,
     INTERPRETED,
     SHARED_DATA,
+    SHORT_LIVED_JVM,
     ReportRoot,
     kept_sql_conf,
     ml100k_external_recs,
@@ -40,9 +41,6 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # every Spark the tests st
 # ml-100k jobs (ml100k_run, the models on ml-100k), which run generated code as users' do.
 # None of this changes results: Java's floating point is strict since 17, and Spark's
 # interpreted and generated expressions are the same functions.
-SHORT_LIVED_JVM = " ".join(
-    ["-XX:TieredStopAtLevel=1", *(f"-D{k}={v}" for k, v in INTERPRETED.items())]
-)
 JVM_ARCHIVE = archive_path()
 os.environ.setdefault("SPARK_SUBMIT_OPTS", f"{SHORT_LIVED_JVM} {jvm_options(JVM_ARCHIVE)}")
 

@@ -39,21 +39,28 @@ def cache_folder() -> Path:
 
 
 def archive_key(settings: Mapping[str, str]) -> str:
-    """What an archive fits: the java pyspark launches (path, size and time of the binary, so an
-    update in place gets a new one), the Spark installation's version and jars, and the settings
-    that extend the driver's class path."""
+    """What an archive fits, as Java checks it: the java pyspark launches, the Spark
+    installation's jars (where they are, their sizes and times: Java runs without an archive
+    whose class path has moved or changed, so another virtual environment or a reinstall gets
+    an archive of its own), and the settings that extend the driver's class path."""
     home = os.environ.get("JAVA_HOME")
     java = Path(home, "bin", "java") if home else Path(shutil.which("java") or "java")
-    binary = java.resolve().stat() if java.exists() else None
-    spark_home = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent)
+    jars = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent, "jars").resolve()
     parts = [
-        str(java.resolve()),
-        f"{binary.st_size}:{binary.st_mtime_ns}" if binary else "",
         pyspark.__version__,
-        *sorted(p.name for p in (spark_home / "jars").glob("*.jar")),
+        *(_stamp(path) for path in [java.resolve(), *sorted(jars.glob("*.jar"))]),
         *(f"{name}={settings.get(name, '')}" for name in CLASS_PATH_SETTINGS),
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _stamp(path: Path) -> str:
+    """A file's path, size and modification time (its path alone where it does not exist)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return str(path)
+    return f"{path}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
 def jvm_options(settings: Mapping[str, str], *, folder: Path | None = None) -> str:

@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pyspark
 import pytest
 import yaml
 from helpers import (
@@ -121,10 +122,23 @@ def test_no_archive_where_the_options_cannot_name_the_folder(tmp_path):
     assert jvm_options(NO_OPTIONS, folder=tmp_path / "with space") == ""
 
 
-def test_a_driver_class_path_of_its_own_gets_an_archive_of_its_own():
+def test_a_driver_class_path_of_its_own_gets_an_archive_of_its_own(monkeypatch, tmp_path):
     plain = class_archive.archive_key(NO_OPTIONS)
     assert class_archive.archive_key({"spark.jars": "/opt/extra.jar"}) != plain
     assert class_archive.archive_key({"spark.sql.shuffle.partitions": "8"}) == plain
+    # the same jars in another place (another virtual environment): Java would refuse the
+    # archive of the first, so the second gets its own
+    (tmp_path / "jars").mkdir()
+    for jar in (Path(pyspark.__file__).parent / "jars").glob("*.jar"):
+        (tmp_path / "jars" / jar.name).symlink_to(jar)
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path))
+    elsewhere = class_archive.archive_key(NO_OPTIONS)
+    assert elsewhere != plain
+    # a jar replaced in place (a reinstall): a new archive too
+    replaced = min((tmp_path / "jars").iterdir())
+    replaced.unlink()
+    replaced.write_bytes(b"jar")
+    assert class_archive.archive_key(NO_OPTIONS) not in (plain, elsewhere)
 
 
 def test_the_cache_folder_follows_xdg(monkeypatch, tmp_path):

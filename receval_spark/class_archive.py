@@ -99,22 +99,22 @@ def jvm_options(settings: Mapping[str, str], *, folder: Path | None = None) -> s
 
 
 def _settle(folder: Path, key: str) -> bool:
-    """Settle earlier runs' writes of the archive ``key``: move one Java logged as written into
-    place (and prune all but the KEPT most recent archives), delete those whose JVM ended
-    before finishing. True while a JVM that is still running may yet write one."""
+    """Settle earlier runs' writes of archives, of ``key`` or of another Java, Spark or class
+    path: move those Java logged as written into place, delete those whose JVM ended before
+    finishing, then keep the KEPT most recently used archives. True while a JVM that is still
+    running may yet write the archive ``key``."""
     writing = False
-    prefix = f"spark-{key}."
-    for log in sorted(folder.glob(f"{prefix}*.jvm-*.log")):
-        token, _, pid = log.name.removeprefix(prefix).removesuffix(".log").partition(".jvm-")
-        partial = folder / f"{prefix}{token}.partial"
+    for log in sorted(folder.glob("spark-*.jvm-*.log")):
+        name, _, pid = log.name.removesuffix(".log").partition(".jvm-")  # spark-<key>.<token>
+        partial = folder / f"{name}.partial"
         if _written(log) and partial.exists():
-            os.replace(partial, folder / f"spark-{key}.jsa")
-            _prune(folder)
+            os.replace(partial, folder / f"{name.rpartition('.')[0]}.jsa")
         elif pid.isdigit() and _running(int(pid)):
-            writing = True
+            writing = writing or name.startswith(f"spark-{key}.")
             continue
         partial.unlink(missing_ok=True)
         log.unlink(missing_ok=True)
+    _prune(folder)
     return writing
 
 

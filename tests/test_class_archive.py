@@ -90,6 +90,17 @@ def test_a_write_whose_jvm_ended_unfinished_is_deleted_and_written_again(tmp_pat
     assert not list(tmp_path.glob("*.jsa"))
 
 
+def test_writes_for_another_java_or_spark_are_settled_too(tmp_path):
+    """A pyspark upgraded right after a first run: the old write still finishes or goes."""
+    done, done_log = a_write(tmp_path, pid=ended_pid(), written=True, key="0ld0ld0ld0ld0ld0")
+    assert jvm_options(NO_OPTIONS, folder=tmp_path).startswith("-XX:ArchiveClassesAtExit=")
+    assert (tmp_path / "spark-0ld0ld0ld0ld0ld0.jsa").read_bytes() == b"classes"
+    assert not done.exists() and not done_log.exists()
+    partial, log = a_write(tmp_path, pid=os.getpid(), written=False, key="0ther0ther0ther0")
+    assert jvm_options(NO_OPTIONS, folder=tmp_path).startswith("-XX:ArchiveClassesAtExit=")
+    assert partial.exists() and log.exists()  # still being written, by another Java or Spark
+
+
 def test_the_most_recently_used_archives_are_kept(tmp_path):
     old = []
     for n in range(class_archive.KEPT):

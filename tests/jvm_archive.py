@@ -4,13 +4,11 @@ anew in every JVM; mapped from an archive they cost a crafted job as a process 3
 seconds (benchmarks/README.md). Built once per virtual environment, Java and pyspark, in the
 background by ``python tests/jvm_archive.py`` (a crafted job under ``-XX:ArchiveClassesAtExit``);
 a JVM started before it exists, or one whose class path does not match it, runs without it,
-silently (``ARCHIVE_QUIET``)."""
+silently (``class_archive.QUIET``)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,26 +18,21 @@ from pathlib import Path
 import yaml
 from helpers import REPO, crafted_job_config, crafted_log, job_env, spark_submit
 
-# An archive that is missing or does not match the JVM's class path is ignored; these keep the
-# JVM from saying so on stdout, which some tests read.
-ARCHIVE_QUIET = "-Xlog:cds*=off -Xlog:class+path=off"
+from receval_spark import class_archive
+
 BUILDING_FOR = 900  # seconds after which a build that left its lock behind is presumed dead
 
 
 def archive_path() -> Path:
-    """The archive of this virtual environment for this Java and this pyspark's jars."""
-    import pyspark
-
-    java = Path(shutil.which("java") or "java").resolve()
-    jars = sorted(p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar"))
-    key = hashlib.sha256("\n".join([str(java), pyspark.__version__, *jars]).encode()).hexdigest()
-    return Path(sys.prefix) / "receval-test-jvm" / f"spark-{key[:16]}.jsa"
+    """The archive of this virtual environment, keyed as the job keys its own (what Java checks:
+    the java binary, and the jars' place, size and time)."""
+    return Path(sys.prefix) / "receval-test-jvm" / f"spark-{class_archive.archive_key({})}.jsa"
 
 
 def jvm_options(archive: Path) -> str:
     """The options that map ``archive`` (ignored while it does not exist), or none when its
     path cannot be one word of SPARK_SUBMIT_OPTS."""
-    return "" if " " in str(archive) else f"-XX:SharedArchiveFile={archive} {ARCHIVE_QUIET}"
+    return "" if " " in str(archive) else f"-XX:SharedArchiveFile={archive} {class_archive.QUIET}"
 
 
 def building(archive: Path) -> Path:

@@ -150,6 +150,16 @@ def _attribute_names(names: list[str]) -> list[str]:
 AttributeNames = Annotated[list[str], AfterValidator(_attribute_names)]
 
 
+def _cut_offs(ks: list[int]) -> list[int]:
+    """The cut-offs k, sorted, each once; at least one."""
+    if not ks:
+        raise ValueError("evaluation.k needs at least one cut-off")
+    return sorted(set(ks))
+
+
+CutOffs = Annotated[list[Annotated[int, Field(ge=1, le=1000)]], AfterValidator(_cut_offs)]
+
+
 class ItemColumns(_Strict):
     """``category``: a delimited string or array column, or a list of 0/1 flag columns
     (each column's name is its category)."""
@@ -485,7 +495,7 @@ class CustomMetricConfig(_Strict):
 
 
 class EvaluationConfig(_Strict):
-    k: list[Annotated[int, Field(ge=1, le=1000)]] = Field(default_factory=lambda: [5, 10, 20])
+    k: CutOffs = Field(default_factory=lambda: [5, 10, 20])
     protocol: list[str] = Field(default_factory=lambda: ["full"])
     definitions: Literal["receval", "spark_mllib", "recommenders"] = "receval"
     tuning: TuningConfig = Field(default_factory=TuningConfig)
@@ -511,13 +521,6 @@ class EvaluationConfig(_Strict):
     custom_metrics: list[CustomMetricConfig] = Field(default_factory=list)
     user_segments: UserSegmentsSource | None = None
     item_segments: ItemSegmentsSource | None = None
-
-    @field_validator("k")
-    @classmethod
-    def _sorted_unique(cls, ks: list[int]) -> list[int]:
-        if not ks:
-            raise ValueError("evaluation.k needs at least one cut-off")
-        return sorted(set(ks))
 
     @field_validator("protocol", mode="before")
     @classmethod
@@ -927,17 +930,10 @@ else:
 
 
 class SessionEvaluation(_Strict):
-    k: list[Annotated[int, Field(ge=1, le=1000)]] = Field(default_factory=lambda: [5, 10, 20])
+    k: CutOffs = Field(default_factory=lambda: [5, 10, 20])
     metrics: list[SessionMetric] = Field(default_factory=lambda: list(get_args(SessionMetric)))
     alerts: list[AlertRule] = Field(default_factory=list)
     alerts_exit_code: AlertsExitCode = 3
-
-    @field_validator("k")
-    @classmethod
-    def _sorted_unique(cls, ks: list[int]) -> list[int]:
-        if not ks:
-            raise ValueError("evaluation.k needs at least one cut-off")
-        return sorted(set(ks))
 
 
 class PopSessionModel(_Strict):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO
+from pydantic import ValidationError
 
 from receval_spark.config import (
     EmbeddingsConfig,
@@ -16,6 +17,7 @@ from receval_spark.config import (
     JobConfig,
     LeaveLastNSplit,
     RandomModel,
+    SessionEvaluation,
     SessionJobConfig,
     embedding_blocks,
 )
@@ -172,6 +174,8 @@ def test_unknown_key_in_the_file_is_named_too(project, elsewhere):
         (["evaluation.min_users=many"], "evaluation.min_users"),
         (["models.1.seed=abc"], "models.1.seed"),
         (["evaluation.k=[5, ten]"], "evaluation.k.1"),
+        (["evaluation.k=[]"], "evaluation.k"),
+        (["evaluation.k=[10, 0]"], "evaluation.k.1"),
         (["split.quantile=1.5"], "split.quantile"),
         (["relevance.kind=binary"], "relevance.kind"),
         # union-typed keys: the message must name the key, not the union member tried
@@ -388,3 +392,10 @@ def test_embedding_blocks_follow_the_history_unless_given(blocks, rows, expected
     assert embedding_blocks(blocks, rows) == expected
     settings = EmbeddingsConfig() if blocks == "auto" else EmbeddingsConfig(blocks=blocks)
     assert settings.blocks == blocks
+
+
+@pytest.mark.parametrize("section", [EvaluationConfig, SessionEvaluation])
+def test_cut_offs_are_sorted_once_each_and_at_least_one(section):
+    assert section(k=[20, 5, 10, 5]).k == [5, 10, 20]
+    with pytest.raises(ValidationError, match="at least one cut-off"):
+        section(k=[])

@@ -166,7 +166,7 @@ class Commit:
     status: str
     alerts: list[str]
     seconds: float
-    comparisons: list[ComparisonRow] = field(default_factory=list)
+    comparisons: list[ComparisonRow] = field(default_factory=list, repr=False)
 
 
 def evaluate(

@@ -155,6 +155,8 @@ def test_write_read_and_render_the_committed_reports(spark, result, tmp_path):
     commit = rv.write_reports(result, output, per_user=True)
     assert commit.status == "succeeded" and commit.alerts == []
     assert set(commit.datasets) == {"metrics", "comparisons", "long_tail", "per_user", "runs"}
+    assert commit.comparisons  # held, but left out of the one line a notebook prints
+    assert repr(commit).startswith("Commit(output=") and "ComparisonRow" not in repr(commit)
 
     metrics = rv.read_reports(spark, output, dataset="metrics", dates=[dt.date(2026, 2, 1)])
     assert_df_equality(

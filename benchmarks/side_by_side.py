@@ -10,6 +10,9 @@ to the driver. Tools (``--tools``):
 
 * ``receval``: precision, recall, NDCG, MAP at k = 10 with this project's functions
   (seen-item filter, one ranking window, one per-user pass, exact macro averages).
+* ``receval_unfiltered`` (only when named in ``--tools``): the same without the seen-item
+  filter, which the other Spark tools do not run (the generated candidates hold no train item,
+  so the values are the same): what the filter costs.
 * ``spark_ml``: ``pyspark.ml.evaluation.RankingEvaluator``, one ``evaluate`` per metric, on
   the (prediction array, label array) table built as its users do (window top-k,
   ``collect_list``).
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import json
 import os
 import statistics
@@ -48,7 +52,15 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 K = 10
 FOUR = ("precision", "recall", "ndcg", "map")
-TOOLS = ("numpy", "receval", "spark_ml", "recommenders", "receval_full", "recommenders_full")
+DEFAULT_TOOLS = (
+    "numpy",
+    "receval",
+    "spark_ml",
+    "recommenders",
+    "receval_full",
+    "recommenders_full",
+)
+TOOLS = (*DEFAULT_TOOLS, "receval_unfiltered")
 TOLERANCE = 1e-9
 # the stages of receval_full that correspond to the other tools' timed phase
 COMPARED_STAGES = ("top_k", "accuracy", "beyond", "statistics", "checks")
@@ -150,13 +162,15 @@ def spark_inputs(spark: Any, data: Path) -> dict[str, Any]:
     return inputs
 
 
-def receval_four(inputs: dict[str, Any]) -> dict[str, float]:
-    """This project's functions: seen filter + top-k window, per-user pass, exact averages."""
+def receval_four(inputs: dict[str, Any], *, filter_seen: bool = True) -> dict[str, float]:
+    """This project's functions: seen filter (unless ``filter_seen`` is false) + top-k window,
+    per-user pass, exact averages."""
     from receval_spark.metrics.accuracy import per_user_accuracy
     from receval_spark.metrics.aggregate import macro_average, to_long
     from receval_spark.ranking.topk import rank_candidates
 
-    ranked = rank_candidates(inputs["candidates"], k=K, seen=inputs["train"])
+    seen = inputs["train"] if filter_seen else None
+    ranked = rank_candidates(inputs["candidates"], k=K, seen=seen)
     scores = per_user_accuracy(ranked, inputs["truth"], ks=[K])
     long = to_long(scores, metrics=FOUR, keys=["user_id", "k"])
     return {r["metric"]: r["value"] for r in macro_average(long, by=["metric"]).collect()}
@@ -308,6 +322,7 @@ def load(tool: str, data: Path) -> Run:
     inputs = spark_inputs(spark, data)
     compute = {
         "receval": receval_four,
+        "receval_unfiltered": functools.partial(receval_four, filter_seen=False),
         "spark_ml": spark_ml_four,
         "recommenders": recommenders_ranking,
         "recommenders_full": recommenders_full,
@@ -404,7 +419,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", choices=("small", "medium", "large"), default="small")
     parser.add_argument("--data", type=Path, help="default: /tmp/receval-bench/SCALE")
-    parser.add_argument("--tools", default=",".join(TOOLS))
+    parser.add_argument("--tools", default=",".join(DEFAULT_TOOLS))
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per tool")
     parser.add_argument("--worker", choices=TOOLS, help=argparse.SUPPRESS)

@@ -60,6 +60,7 @@ def test_numpy_floor_equals_the_spark_metrics(spark, data: Path) -> None:
     inputs = side_by_side.spark_inputs(spark, data)
     try:
         values = side_by_side.receval_four(inputs)
+        unfiltered = side_by_side.receval_four(inputs, filter_seen=False)
         ml = side_by_side.spark_ml_four(inputs)
     finally:
         for df in inputs.values():
@@ -68,6 +69,7 @@ def test_numpy_floor_equals_the_spark_metrics(spark, data: Path) -> None:
     for metric in side_by_side.FOUR:
         assert np.isclose(values[metric], floor[metric], rtol=0, atol=1e-12), metric
         assert np.isclose(ml[metric], floor[metric], rtol=0, atol=1e-12), metric
+        assert unfiltered[metric] == values[metric], metric  # no candidate is a train item
 
 
 def test_the_job_profile_attributes_jobs_busy_idle_and_task_time_to_stages() -> None:

@@ -89,13 +89,19 @@ def jvm_options(settings: Mapping[str, str], *, folder: Path | None = None) -> s
             return ""
         if archive.exists():
             os.utime(archive)  # most recently used: pruned last
-            return f"-XX:SharedArchiveFile={archive} {QUIET}"
+            return mapping(archive)
         token = f"{os.getpid()}-{os.urandom(4).hex()}"
         partial = folder / f"spark-{key}.{token}.partial"
         log = folder / f"spark-{key}.{token}.jvm-%p.log"  # Java puts its pid for %p
         return f"-XX:ArchiveClassesAtExit={partial} {QUIET} -Xlog:cds+dynamic=info:file={log}"
     except OSError:
         return ""  # a read-only or full cache: the job runs without an archive
+
+
+def mapping(archive: Path) -> str:
+    """The JVM options that map ``archive``, without Java's notices (a JVM whose class path does
+    not match it, or that starts before it exists, runs without it)."""
+    return f"-XX:SharedArchiveFile={archive} {QUIET}"
 
 
 def _settle(folder: Path, key: str) -> bool:

@@ -4,7 +4,7 @@ anew in every JVM; mapped from an archive they cost a crafted job as a process 3
 seconds (benchmarks/README.md). Built once per virtual environment, Java and pyspark, in the
 background by ``python tests/jvm_archive.py`` (a crafted job under ``-XX:ArchiveClassesAtExit``);
 a JVM started before it exists, or one whose class path does not match it, runs without it,
-silently (``class_archive.QUIET``)."""
+silently (``class_archive.mapping``)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def archive_path() -> Path:
 def jvm_options(archive: Path) -> str:
     """The options that map ``archive`` (ignored while it does not exist), or none when its
     path cannot be one word of SPARK_SUBMIT_OPTS."""
-    return "" if " " in str(archive) else f"-XX:SharedArchiveFile={archive} {class_archive.QUIET}"
+    return "" if " " in str(archive) else class_archive.mapping(archive)
 
 
 def building(archive: Path) -> Path:

@@ -361,7 +361,8 @@ def _with_earlier_dates(
 
 def run_summary(evaluation: Evaluation, commit: Commit) -> dict[str, Any]:
     """What a scheduler reads of a finished run (``--summary-json``): identity, status, stage
-    seconds, the headline metrics and comparisons (segment all), checks, alerts, warnings."""
+    seconds, the headline metrics and comparisons (segment all), checks, alerts, warnings and
+    the data-quality facts."""
     outcome = evaluation.outcome
     session = evaluation.protocol == "session"
     headline = [
@@ -411,6 +412,7 @@ def run_summary(evaluation: Evaluation, commit: Commit) -> dict[str, Any]:
         "checks": [dataclasses.asdict(c) for c in evaluation.checks],
         "alerts": commit.alerts,
         "warnings": evaluation.warnings,
+        "data_quality": outcome.split.get("data_quality", []),
     }
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, overload
 
 from pydantic import (
     AfterValidator,
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -494,6 +495,50 @@ class CustomMetricConfig(_Strict):
         )
 
 
+class DataQualityConfig(_Strict):
+    """Warning thresholds of the run's data-quality facts (docs/evaluation.md#data-quality-facts):
+    a fact whose share exceeds its threshold adds a warning to the run record. Shares of the
+    fact's own total: interaction rows, user-item pairs, relevant test pairs, evaluated users,
+    list slots; the list facts at the largest k, for every model but the oracle."""
+
+    duplicate_rows: float = Field(
+        default=0.01, ge=0.0, le=1.0, description="share of interaction rows that repeat another"
+    )
+    duplicate_pairs: float = Field(
+        default=0.1, ge=0.0, le=1.0, description="share of user-item pairs with several rows"
+    )
+    conflicting_pairs: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="share of user-item pairs with grades on both sides of the threshold",
+    )
+    reconsumed_pairs: float = Field(
+        default=0.01,
+        ge=0.0,
+        le=1.0,
+        description="share of relevant test pairs the user already had in train",
+    )
+    cold_users: float = Field(
+        default=0.5, ge=0.0, le=1.0, description="share of evaluated users without train rows"
+    )
+    score_ties_at_k: float = Field(
+        default=0.1,
+        ge=0.0,
+        le=1.0,
+        description="share of evaluated users whose k-th and (k+1)-th candidates tie in score",
+    )
+    short_lists: float = Field(
+        default=0.1,
+        ge=0.0,
+        le=1.0,
+        description="share of evaluated users with fewer than k candidates",
+    )
+    outside_catalogue: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="share of list slots outside the catalogue"
+    )
+
+
 class EvaluationConfig(_Strict):
     k: CutOffs = Field(default_factory=lambda: [5, 10, 20])
     protocol: list[str] = Field(default_factory=lambda: ["full"])
@@ -521,6 +566,7 @@ class EvaluationConfig(_Strict):
     custom_metrics: list[CustomMetricConfig] = Field(default_factory=list)
     user_segments: UserSegmentsSource | None = None
     item_segments: ItemSegmentsSource | None = None
+    data_quality: DataQualityConfig = Field(default_factory=DataQualityConfig)
 
     @field_validator("protocol", mode="before")
     @classmethod
@@ -876,13 +922,17 @@ class JobConfig(_Strict):
 class ClickColumns(_Strict):
     session: str = "session_id"
     item: str = "item_id"
-    time: str = "time"  # epoch seconds (float allowed), epoch ms (time_unit: ms), timestamp or date
+    # epoch seconds (float allowed), epoch ms (timestamp_unit: ms), timestamp or date
+    time: str = "time"
     order: str | None = None  # orders clicks of equal time within a session (Diginetica timeframe)
 
 
 class ClicksSource(_FileSource):
     columns: ClickColumns = Field(default_factory=ClickColumns)
-    time_unit: Literal["s", "ms"] = "s"
+    # the key of data.interactions too; time_unit, its earlier name, is still read
+    timestamp_unit: Literal["s", "ms"] = Field(
+        default="s", validation_alias=AliasChoices("timestamp_unit", "time_unit")
+    )
 
 
 class SessionData(_Strict):

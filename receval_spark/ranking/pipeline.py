@@ -78,7 +78,6 @@ from receval_spark.metrics.offpolicy import (
 from receval_spark.metrics.rating import rating_errors, rating_metrics
 from receval_spark.progress import StageClock
 from receval_spark.ranking.checks import (
-    list_coverage,
     run_checks,
     run_warnings,
     temporal_leakage_check,
@@ -94,6 +93,14 @@ from receval_spark.ranking.relevance import (
     relevant_items,
     scoped_truth,
     user_segments,
+)
+from receval_spark.ranking.quality import (
+    Fact,
+    Reconsumption,
+    list_facts,
+    log_facts,
+    quality_warnings,
+    reconsumption,
 )
 from receval_spark.ranking.split import Split, split_interactions
 from receval_spark.ranking.topk import rank_candidates, sampled_top_k
@@ -354,8 +361,9 @@ def evaluate(config: JobConfig, inputs: Inputs, *, clock: StageClock | None = No
     clock.start("tune")
     chosen, tuning = choose_models(config, split)
     clock.start("top_k")
-    scorers = fit_scorers(chosen, population, inputs.recommendations, k=max(settings.k))
-    ranked = top_k(scorers, population, summary, k=max(settings.k))
+    # candidates for one place past the largest k: a tie across the k-th place can be seen
+    scorers = fit_scorers(chosen, population, inputs.recommendations, k=max(settings.k) + 1)
+    ranked, list_quality = top_k(scorers, population, summary, ks=settings.k)
     clock.start("accuracy")
     models = ranked.sparkSession.createDataFrame([(m.name,) for m in config.models], "model string")
     accuracy = accuracy_per_user(
@@ -404,7 +412,19 @@ def evaluate(config: JobConfig, inputs: Inputs, *, clock: StageClock | None = No
         )
     clock.start("checks")
     checks, warnings = checks_and_warnings(
-        config, split, rows, ranked, population, accuracy=accuracy, summary=summary
+        config,
+        split,
+        rows,
+        population,
+        list_quality=list_quality,
+        accuracy=accuracy,
+        summary=summary,
+    )
+    facts = [*log_facts(inputs.interactions, config.relevance), *population.facts, *list_quality]
+    summary["data_quality"] = [f.record() for f in facts]
+    checking = [m.name for m in config.models if m.kind != "oracle"]
+    warnings += quality_warnings(
+        facts, settings.data_quality, checking=checking, filter_seen=settings.filter_seen
     )
     clock.stop()
     return Outcome(
@@ -425,8 +445,10 @@ def evaluate(config: JobConfig, inputs: Inputs, *, clock: StageClock | None = No
 @dataclass(frozen=True)
 class Population:
     """Who is evaluated, and against what: the train history (train + validation), Rel(u)
-    (``truth``), the evaluated users (non-empty Rel(u)) with their segments, the seen pairs
-    to filter (None without filter_seen) and the catalogue (train items with counts)."""
+    (``truth``: under filter_seen without the pairs seen in train), the evaluated users
+    (non-empty Rel(u)) with their segments, the seen pairs to filter (None without
+    filter_seen), the catalogue (train items with counts) and the data-quality facts of Rel(u)
+    (receval_spark.ranking.quality.reconsumption)."""
 
     history: DataFrame
     truth: DataFrame
@@ -435,6 +457,7 @@ class Population:
     segments: DataFrame
     seen: DataFrame | None
     catalogue: DataFrame
+    facts: list[Fact]
 
 
 def evaluated_population(
@@ -450,14 +473,13 @@ def evaluated_population(
     ``<name>=unassigned``."""
     settings = config.evaluation
     history = persist(split.history)
-    truth = persist(relevant_items(split.test, config.relevance))
+    relevant = relevant_items(split.test, config.relevance)
+    rel = reconsumption(relevant, history, filter_seen=settings.filter_seen)
+    if rel.n_users == 0:
+        raise InputError(_no_users_message(rel))
+    truth = persist(rel.truth)
     users = persist(truth.select(USER).distinct())
-    n_users = users.count()
-    if n_users == 0:
-        raise InputError(
-            "relevance: no test interaction is relevant, so no user can be evaluated; "
-            "lower relevance.threshold or move split.cutoff earlier."
-        )
+    n_users = rel.n_users
     if "activity" in settings.segments:
         thresholds = activity_thresholds(activity_counts(users, history)).collect()[0][0]
         summary["activity_quartiles"] = thresholds
@@ -473,6 +495,23 @@ def evaluated_population(
         ),
         seen=persist(history.select(USER, ITEM).distinct()) if settings.filter_seen else None,
         catalogue=persist(item_statistics(history)),
+        facts=rel.facts,
+    )
+
+
+def _no_users_message(rel: Reconsumption) -> str:
+    """Why no user can be evaluated: no relevant test item, or (under the seen filter) every
+    relevant test item already seen in train."""
+    reconsumed = next(f for f in rel.facts if f.fact == "reconsumed_pairs")
+    if reconsumed.total and reconsumed.count == reconsumed.total:
+        return (
+            f"evaluation.filter_seen: all {reconsumed.total} relevant test pairs were already "
+            "consumed in train, so they leave Rel(u) and no user can be evaluated; set "
+            "evaluation.filter_seen=false to evaluate re-consumption."
+        )
+    return (
+        "relevance: no test interaction is relevant, so no user can be evaluated; "
+        "lower relevance.threshold or move split.cutoff earlier."
     )
 
 
@@ -530,16 +569,26 @@ def _with_named(
 
 
 def top_k(
-    scorers: Mapping[str, Scorer], population: Population, summary: dict[str, Any], *, k: int
-) -> DataFrame:
-    """Every model's top-k lists for the evaluated users, materialised (every later stage
-    reads them); records in ``summary`` how many users each model's fallback served."""
-    ranked = persist(rank_models(scorers, population.users, k=k, seen=population.seen))
-    ranked.count()
+    scorers: Mapping[str, Scorer],
+    population: Population,
+    summary: dict[str, Any],
+    *,
+    ks: list[int],
+) -> tuple[DataFrame, list[Fact]]:
+    """Every model's top-k lists (k = max ``ks``) for the evaluated users, materialised (every
+    later stage reads them), and the lists' data-quality facts at every k; records in
+    ``summary`` how many users each model's fallback served. The lists are ranked to k + 1 so
+    that a score tie across the k-th place can be seen; rows past k are left out of them."""
+    k = max(ks)
+    deeper = persist(rank_models(scorers, population.users, k=k + 1, seen=population.seen))
+    facts = list_facts(
+        deeper, population.catalogue, models=list(scorers), ks=ks, n_users=population.n_users
+    )
+    ranked = deeper.filter(F.col(RANK) <= k)
     served = {name: fallback_users(s, population.users) for name, s in scorers.items()}
     if any(f is not None for f in served.values()):
         summary["fallback_users"] = {name: f.count() for name, f in served.items() if f is not None}
-    return ranked
+    return ranked, facts
 
 
 @dataclass(frozen=True)
@@ -626,23 +675,28 @@ def checks_and_warnings(
     config: JobConfig,
     split: Split,
     rows: list[MetricRow],
-    ranked: DataFrame,
     population: Population,
     *,
+    list_quality: list[Fact],
     accuracy: DataFrame | None,
     summary: dict[str, Any],
 ) -> tuple[list[Check], list[str]]:
     """The run's sanity checks and warnings (receval_spark.ranking.checks); records each
-    model's list coverage in ``summary``."""
+    model's list coverage (its share of the evaluated users with a list, from the
+    ``no_list`` facts of the lists) in ``summary``."""
     n_users = population.n_users
-    coverage = list_coverage(ranked, models=[m.name for m in config.models], n_users=n_users)
+    coverage = {
+        f.model: (f.total - f.count) / f.total
+        for f in list_quality
+        if f.fact == "no_list" and f.model is not None
+    }
     summary["list_coverage"] = coverage
     checks = run_checks(
         config,
         split,
         rows,
-        truth=population.truth,
-        seen=population.seen,
+        facts=population.facts,
+        filter_seen=population.seen is not None,
         accuracy=accuracy,
         evaluated=population.segments,
         coverage=coverage,

@@ -108,6 +108,38 @@ def split_parts(split: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"part": name, **part} for name, part in split.items() if _is_part(part)]
 
 
+QUALITY_LABELS = {
+    "duplicate_rows": "exact duplicate interaction rows",
+    "duplicate_pairs": "user-item pairs with several rows",
+    "conflicting_pairs": "user-item pairs with grades on both sides of the threshold",
+    "reconsumed_pairs": "relevant test pairs already consumed in train",
+    "users_all_relevant_seen": "users whose relevant test items were all seen in train",
+    "cold_users": "evaluated users without train interactions",
+    "no_list": "evaluated users without a list",
+    "score_ties_at_k": "users whose k-th and (k+1)-th candidates tie",
+    "short_lists": "users with fewer than k candidates",
+    "outside_catalogue": "list slots outside the catalogue",
+    "test_events": "test prediction events (of the minimum)",
+    "events_without_list": "prediction events without a list",
+}
+
+
+def quality_rows(split: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run record's data-quality facts (``runs.split.data_quality``) as report rows:
+    label (with the model and k it is about), count, total and the share as a percentage."""
+    rows = []
+    for fact in split.get("data_quality", []):
+        label = QUALITY_LABELS.get(fact["fact"], fact["fact"])
+        if fact.get("k") is not None:
+            label = label.replace("k-th and (k+1)-th", f"{fact['k']}-th and {fact['k'] + 1}-th")
+            label = label.replace("than k", f"than {fact['k']}")
+        if fact.get("model"):
+            label = f"{fact['model']}: {label}"
+        share = f"{100 * fact['share']:.2f}%"
+        rows.append({"label": label, "count": fact["count"], "total": fact["total"], "share": share})
+    return rows
+
+
 def split_settings(split: dict[str, Any]) -> dict[str, Any]:
     """The split's scalar settings: method, cutoffs, quantile, filter_seen, ..."""
     return {key: value for key, value in split.items() if not isinstance(value, dict | list)}
@@ -416,6 +448,7 @@ def render(data: ReportData) -> tuple[str, str]:
         "failed": [c for c in data.run["checks"] if not c["passed"]],
         "parts": split_parts(data.run["split"]),
         "settings": split_settings(data.run["split"]),
+        "quality": quality_rows(data.run["split"]),
         "summary": summary_rows(data, k),
         "headline": [m for m in headline_metrics(data, k) if m in set(data.metrics["metric"])],
         "sentences": sentences(data, k),

@@ -202,12 +202,20 @@ def test_warnings_for_leaky_splits_few_users_and_sampled_metrics(tmp_path):
     )
 
 
-def test_reconsumed_test_items_fail_the_heldout_check_and_the_job_exits_1(
+def test_a_failed_check_commits_the_run_as_failed_checks_and_the_job_exits_1(
     spark, tmp_path, capsys, restore_sql_conf
 ):
-    raw = crafted_job_config(
-        tmp_path, crafted_log(reconsumed=True), [{"name": "popularity", "kind": "popularity"}]
+    """An external model keyed by user ids the log does not have fails ``list_coverage``:
+    exit 1, the run committed with status failed_checks, the --json document on stdout."""
+    rows = [(u + 100_000, 100 + u, 1.0) for u in range(1, 7)]
+    pd.DataFrame(rows, columns=["user_id", "item_id", "score"]).to_parquet(
+        tmp_path / "recs.parquet", index=False
     )
+    models = [
+        {"name": "popularity", "kind": "popularity"},
+        {"name": "shifted", "kind": "external", "path": str(tmp_path / "recs.parquet")},
+    ]
+    raw = crafted_job_config(tmp_path, crafted_log(reconsumed=True), models)
     config_path = tmp_path / "job.yaml"
     config_path.write_text(yaml.safe_dump(raw), encoding="utf-8")
 
@@ -218,7 +226,7 @@ def test_reconsumed_test_items_fail_the_heldout_check_and_the_job_exits_1(
 
     assert status == 1
     out, err = capsys.readouterr()
-    assert "heldout_not_in_train" in err
+    assert "error: check list_coverage failed: external model 'shifted'" in err
     assert " split started" in err and " done in " in err, err  # --json: progress on stderr
     summary = json.loads(summary_path.read_text())
     assert json.loads(out) == summary  # --json: stdout is the document alone
@@ -228,15 +236,19 @@ def test_reconsumed_test_items_fail_the_heldout_check_and_the_job_exits_1(
         None,
     )
     failed = [c for c in summary["checks"] if not c["passed"]]
-    assert [c["name"] for c in failed] == ["heldout_not_in_train"]
+    assert [c["name"] for c in failed] == ["list_coverage"]
     assert summary["run_date"] == raw["run"]["date"] and summary["protocol"] == "ranking"
     assert set(summary["stage_seconds"]) >= {"read", "split", "top_k", "write"}
     assert {(m["model"], m["metric"]) for m in summary["metrics"]} >= {("popularity", "ndcg")}
     runs = spark.read.parquet(str(tmp_path / "reports" / "runs")).collect()
     assert [r.status for r in runs] == ["failed_checks"]
     checks = {c.name: c for c in runs[0].checks}
-    assert not checks["heldout_not_in_train"].passed
-    assert checks["heldout_not_in_train"].detail.startswith("1 relevant test (user, item) pairs")
+    # user 1's only relevant test item was rated in train: it left Rel(u), a count, not a failure
+    assert checks["heldout_not_in_train"].passed
+    assert checks["heldout_not_in_train"].detail.startswith(
+        "1 of 6 relevant test (user, item) pairs also occur in train and left Rel(u)"
+    )
+    assert runs[0].n_users_evaluated == 5
 
 
 def test_a_model_without_rows_for_cold_users_scores_zero_there(spark, tmp_path):

@@ -36,6 +36,7 @@ from receval_spark.config import (
     SessionPredictionColumns,
     UserSegmentColumns,
 )
+from receval_spark.epochs import EPOCH_UNIT, check_epoch_range, epoch_range, epoch_timestamp
 from receval_spark.errors import InputError
 
 _ID_TYPES = (T.IntegerType, T.LongType, T.ShortType, T.ByteType, T.StringType)
@@ -80,7 +81,7 @@ def canonical_interactions(
             name=columns.timestamp,
         )
         if columns.timestamp
-        else F.lit(None).cast("timestamp")
+        else F.lit(None).cast("timestamp").alias(TIMESTAMP)
     )
     rating = (
         F.col(columns.rating).try_cast("double") if columns.rating else F.lit(None).cast("double")
@@ -88,7 +89,7 @@ def canonical_interactions(
     return raw.select(
         F.col(columns.user).alias(USER),
         F.col(columns.item).alias(ITEM),
-        timestamp.alias(TIMESTAMP),
+        timestamp,
         rating.alias(RATING),
     )
 
@@ -96,15 +97,14 @@ def canonical_interactions(
 def _to_timestamp(
     col: Column, data_type: T.DataType, unit: str, *, source: str, name: str
 ) -> Column:
+    """The time column as ``timestamp``; read from numbers, it carries their unit as column
+    metadata (receval_spark.epochs.EPOCH_UNIT), which validation reads for its range check."""
     if isinstance(data_type, T.TimestampType | T.TimestampNTZType | T.DateType):
-        return col.cast("timestamp")
+        return col.cast("timestamp").alias(TIMESTAMP)
     if isinstance(data_type, T.NumericType):  # NaN and infinity become null (unparseable)
-        finite = F.when(~F.isnan(col) & (F.abs(col) != float("inf")), col)
-        if unit == "ms":
-            return F.timestamp_millis(finite.try_cast("long"))
-        return F.timestamp_seconds(finite)
+        return epoch_timestamp(col, unit).alias(TIMESTAMP, metadata={EPOCH_UNIT: unit})
     if isinstance(data_type, T.StringType):
-        return F.try_to_timestamp(col)
+        return F.try_to_timestamp(col).alias(TIMESTAMP)
     raise InputError(
         f"{source}: column {name!r} (timestamp) has type {data_type.simpleString()}; use epoch "
         "seconds, epoch milliseconds (timestamp_unit: ms), a date or a timestamp."
@@ -117,7 +117,8 @@ def validate_interactions(
     """Check canonical interactions in one pass and return their row count.
 
     Errors: no rows; null user or item ids; null or unparseable timestamps (when mapped);
-    null, non-numeric, NaN or infinite ratings (when mapped). Duplicate (user, item) rows are legal.
+    epoch numbers that are implausible in their unit (receval_spark.epochs); null, non-numeric,
+    NaN or infinite ratings (when mapped). Duplicate (user, item) rows are legal.
     """
     checks: dict[str, Column] = {
         f"{columns.user} (user id) has null values": F.col(USER).isNull(),
@@ -131,15 +132,18 @@ def validate_interactions(
         checks[f"{columns.rating} (rating) has null, non-numeric, NaN or infinite values"] = (
             _not_finite(RATING)
         )
-    counts = _count_where(interactions, checks)
+    counts, times = _counts_and_values(interactions, checks, also=epoch_range(interactions))
     if counts["__rows"] == 0:
         raise InputError(f"{source}: the table has no rows; point {source}.path at the real log.")
     _raise_on_counts(counts, source=source, fix="clean or drop those rows before evaluating")
+    check_epoch_range(
+        interactions, times, column=columns.timestamp, role="timestamp", source=source
+    )
     return counts["__rows"]
 
 
 def canonical_clicks(
-    raw: DataFrame, *, columns: ClickColumns, time_unit: str, source: str
+    raw: DataFrame, *, columns: ClickColumns, timestamp_unit: str, source: str
 ) -> DataFrame:
     """Select and rename the mapped columns to session_id, item_id, timestamp, order.
 
@@ -157,7 +161,7 @@ def canonical_clicks(
     timestamp = _to_timestamp(
         F.col(columns.time),
         raw.schema[columns.time].dataType,
-        time_unit,
+        timestamp_unit,
         source=source,
         name=columns.time,
     )
@@ -165,14 +169,15 @@ def canonical_clicks(
     return raw.select(
         F.col(columns.session).alias(SESSION),
         F.col(columns.item).alias(ITEM),
-        timestamp.alias(TIMESTAMP),
+        timestamp,
         order.alias(ORDER),
     )
 
 
 def validate_clicks(clicks: DataFrame, *, columns: ClickColumns, source: str) -> int:
     """Check canonical clicks in one pass and return their row count: no rows, null session
-    or item ids, null or unparseable times, non-numeric order values are errors."""
+    or item ids, null or unparseable times, epoch numbers implausible in their unit
+    (receval_spark.epochs), non-numeric order values are errors."""
     checks: dict[str, Column] = {
         f"{columns.session} (session id) has null values": F.col(SESSION).isNull(),
         f"{columns.item} (item id) has null values": F.col(ITEM).isNull(),
@@ -182,10 +187,11 @@ def validate_clicks(clicks: DataFrame, *, columns: ClickColumns, source: str) ->
         checks[f"{columns.order} (order) has null, non-numeric, NaN or infinite values"] = (
             _not_finite(ORDER)
         )
-    counts = _count_where(clicks, checks)
+    counts, times = _counts_and_values(clicks, checks, also=epoch_range(clicks))
     if counts["__rows"] == 0:
         raise InputError(f"{source}: the table has no rows; point {source}.path at the click log.")
     _raise_on_counts(counts, source=source, fix="clean or drop those rows before evaluating")
+    check_epoch_range(clicks, times, column=columns.time, role="time", source=source)
     return counts["__rows"]
 
 
@@ -410,14 +416,23 @@ def _not_finite(name: str) -> Column:
 
 
 def _count_where(df: DataFrame, checks: dict[str, Column]) -> dict[str, int]:
+    return _counts_and_values(df, checks, also={})[0]
+
+
+def _counts_and_values(
+    df: DataFrame, checks: dict[str, Column], *, also: dict[str, Column]
+) -> tuple[dict[str, int], dict[str, Any]]:
+    """In one aggregation: the rows (``__rows``) and the rows meeting each check, and the
+    values of the further aggregates ``also``."""
     aggregates = [F.count(F.lit(1)).alias("__rows")] + [
         F.count(F.when(condition, True)).alias(f"c{i}")
         for i, condition in enumerate(checks.values())
     ]
+    aggregates += [aggregate.alias(f"v{i}") for i, aggregate in enumerate(also.values())]
     row = df.agg(*aggregates).collect()[0]  # a global aggregate: exactly one row
     counts = {"__rows": int(row["__rows"])}
     counts.update({name: int(row[f"c{i}"]) for i, name in enumerate(checks)})
-    return counts
+    return counts, {name: row[f"v{i}"] for i, name in enumerate(also)}
 
 
 def _raise_on_counts(counts: dict[str, int], *, source: str, fix: str) -> None:

@@ -150,6 +150,35 @@ def test_input_problems_raise_input_error_naming_the_dataframe(spark, frames):
         rv.evaluate(spark, config(), interactions=log.drop("timestamp"))
 
 
+def test_epoch_milliseconds_read_as_seconds_raise_input_error_naming_column_and_key(spark):
+    """Millisecond epochs without ``timestamp_unit: ms`` would be times after the year 50000:
+    an InputError at validation naming the source column, its values and the key to set
+    (never Python's "year is out of range" from collecting a cut-off)."""
+    millis = [(u, i, int((DAY + dt.timedelta(days=d)).timestamp()) * 1000) for u, i, d in LOG]
+    log = spark.createDataFrame(millis, "u long, i long, ts long")
+    mapped = {"data": {"interactions": {"columns": {"user": "u", "item": "i", "timestamp": "ts"}}}}
+    first, last = millis[0][2], max(row[2] for row in millis)
+    with pytest.raises(
+        rv.InputError,
+        match=rf"^data\.interactions: column 'ts' \(timestamp\) holds values from {first} to "
+        rf"{last}; .* set data\.interactions\.timestamp_unit: ms\.$",
+    ):
+        rv.evaluate(spark, {**config(), **mapped}, interactions=log)
+    sessions = ((1, 0, (1, 2, 3)), (2, 10, (1, 2)), (3, 20, (2, 3, 1)), (4, 2 * 86_400, (1, 2)))
+    clicks = spark.createDataFrame(
+        [
+            (s, item, first + 1000 * (start + offset))
+            for s, start, items in sessions
+            for offset, item in enumerate(items)
+        ],
+        "session_id long, item_id long, time long",
+    )
+    with pytest.raises(
+        rv.InputError, match=r"^data\.clicks: column 'time' .* set data\.clicks\.timestamp_unit: ms"
+    ):
+        rv.evaluate_sessions(spark, SESSION_CONFIG, clicks=clicks)
+
+
 def test_write_read_and_render_the_committed_reports(spark, result, tmp_path):
     output = str(tmp_path / "lake")
     commit = rv.write_reports(result, output, per_user=True)

@@ -722,6 +722,26 @@ CASES = [
         interactions_with(iso_timestamps_with_one_bad),
         ("data.interactions", "timestamp", "unparseable", "(1 rows)", INTERACTIONS_FIX),
     ),
+    Bad(
+        "millisecond_timestamps_without_the_unit",
+        interactions_with(lambda df: df.assign(timestamp=df.timestamp * 1000)),
+        (
+            "data.interactions: column 'timestamp'",
+            f"from {FIRST_TS * 1000} to ",
+            "not between 1900 and 2200",
+            "set data.interactions.timestamp_unit: ms",
+        ),
+    ),
+    Bad(
+        "second_timestamps_read_as_milliseconds",
+        sets("data.interactions.timestamp_unit=ms"),
+        (
+            "data.interactions: column 'timestamp'",
+            f"from {FIRST_TS} to ",
+            "within the first 84 days of 1970",
+            "set data.interactions.timestamp_unit: s",
+        ),
+    ),
     # --- files and formats ---------------------------------------------------------------------
     Bad(
         "not_parquet",
@@ -974,6 +994,38 @@ def test_a_bad_session_job_prints_exactly_one_stderr_line(tmp_path: Path) -> Non
     assert proc.returncode == 2, explain(proc)
     assert len(proc.stderr.splitlines()) == 1, explain(proc)
     assert proc.stderr.startswith("error: preprocessing: the train part is empty"), explain(proc)
+    assert not (tmp_path / "reports").exists()
+
+
+def test_a_click_log_in_milliseconds_without_the_unit_is_exit_2(
+    tmp_path: Path, spark, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``receval sessions`` on a click log of epoch milliseconds read in the default unit
+    (seconds): exit 2 before any preprocessing, one line naming the column, its values and
+    the key to set; nothing written."""
+    start = int(BASE.timestamp()) * 1000
+    rows = [
+        (s, 1 + (s + j) % 6, start + (s * 3600 + j * 60) * 1000) for s in range(9) for j in (0, 1)
+    ]
+    clicks = write_parquet(pd.DataFrame(rows, columns=["sid", "iid", "ts"]), tmp_path / "c.parquet")
+    columns = {"session": "sid", "item": "iid", "time": "ts"}
+    config = {
+        "run": {"name": "ms-sessions", "date": RUN_DATE},
+        "spark": {"master": "local[2]", "conf": dict(TINY_SPARK_CONF)},
+        "output": {"path": str(tmp_path / "reports")},
+        "data": {"clicks": {"path": str(clicks), "columns": columns}},
+        "models": [{"name": "pop", "kind": "pop"}],
+    }
+    path = write_config(config, tmp_path / "sessions.yaml")
+    capsys.readouterr()
+    with kept_sql_conf(spark):
+        status = main(["sessions", "--config", str(path)])
+    err = capsys.readouterr().err
+    assert status == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith(f"error: data.clicks: column 'ts' (time) holds values from {start} to ")
+    assert err.endswith(
+        "; they look like epoch milliseconds: set data.clicks.timestamp_unit: ms.\n"
+    )
     assert not (tmp_path / "reports").exists()
 
 

@@ -20,6 +20,7 @@ from receval_spark.config import (
     SessionEvaluation,
     SessionJobConfig,
     embedding_blocks,
+    validate_config,
 )
 from receval_spark.config_files import load_config
 from receval_spark.errors import ConfigError
@@ -399,3 +400,20 @@ def test_cut_offs_are_sorted_once_each_and_at_least_one(section):
     assert section(k=[20, 5, 10, 5]).k == [5, 10, 20]
     with pytest.raises(ValidationError, match="at least one cut-off"):
         section(k=[])
+
+
+def test_both_protocols_name_the_epoch_unit_timestamp_unit_and_time_unit_still_reads():
+    """``timestamp_unit`` is the key of data.interactions and of the click sources; the click
+    sources' earlier ``time_unit`` is read as it (docs/configuration.md#timestamp-units)."""
+    models = [{"name": "pop", "kind": "pop"}]
+    for key in ("timestamp_unit", "time_unit"):
+        job = validate_config(
+            {"data": {"clicks": {"path": "c.csv", key: "ms"}}, "models": models},
+            schema=SessionJobConfig,
+        )
+        assert job.data.clicks is not None and job.data.clicks.timestamp_unit == "ms"
+    with pytest.raises(ConfigError, match=r"data\.clicks\.time_unit: unknown key"):
+        validate_config(
+            {"data": {"clicks": {"timestamp_unit": "ms", "time_unit": "s"}}, "models": models},
+            schema=SessionJobConfig,
+        )

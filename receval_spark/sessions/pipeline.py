@@ -108,7 +108,9 @@ def load_clicks(raw: DataFrame, source: ClicksSource, *, key: str) -> DataFrame:
     reads while persisting) name the source."""
     with reading(key, source):
         clicks = persist(
-            canonical_clicks(raw, columns=source.columns, time_unit=source.time_unit, source=key)
+            canonical_clicks(
+                raw, columns=source.columns, timestamp_unit=source.timestamp_unit, source=key
+            )
         )
         validate_clicks(clicks, columns=source.columns, source=key)
     return clicks

@@ -43,14 +43,31 @@ _ID_TYPES = (T.IntegerType, T.LongType, T.ShortType, T.ByteType, T.StringType)
 
 
 def require_columns(df: DataFrame, columns: dict[str, str | None], *, source: str) -> None:
-    """Raise InputError when a mapped column is absent from ``df``."""
+    """Raise InputError when a mapped column is absent from ``df``; when the table's column
+    names look like values (a CSV without a header row read with ``header: true`` takes its
+    first row for names), the message says how to name the columns instead."""
     present = set(df.columns)
     for role, name in columns.items():
         if name is not None and name not in present:
+            values = [c for c in df.columns if _LOOKS_LIKE_DATA.fullmatch(c.strip())]
+            if values:
+                raise InputError(
+                    f"{source}: column {name!r} (mapped as {role}) is missing; the table's "
+                    f"column names {df.columns} look like a first row of data ({values[0]!r}), "
+                    f"not a header: for a CSV without a header row set {source}.header: false "
+                    f"and {source}.column_names: [...] ({len(df.columns)} names, in file "
+                    f"order), or fix {source}.columns.{role}."
+                )
             raise InputError(
                 f"{source}: column {name!r} (mapped as {role}) is missing; the table has "
                 f"{sorted(present)}. Fix {source}.columns.{role} in the config."
             )
+
+
+# a number (1, -2.5, 1e9) or a date or time (1998-03-01, 2020/01/01 10:00:00): a value, not a name
+_LOOKS_LIKE_DATA = re.compile(
+    r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|\d{4}[-/.]\d{1,2}[-/.]\d{1,2}([ T].*)?"
+)
 
 
 def canonical_interactions(
@@ -276,24 +293,33 @@ def validate_recommendations(
     """Check an external model's canonical table and return it without the helper columns.
 
     Errors: null ids; ids that do not convert to the interaction log's id type; null, NaN or
-    infinite scores or ranks; more than one row for one (user, item).
+    infinite scores or ranks; ranks below 1 (score = -rank above -1); more than one row for
+    one (user, item).
     """
     value = columns.score or columns.rank
-    counts = _count_where(
-        recs,
-        {
-            f"{columns.user} (user id) has null values": ~F.col("_user_given"),
-            f"{columns.item} (item id) has null values": ~F.col("_item_given"),
-            f"{columns.user} (user id) has values of another type than the log's user ids": (
-                F.col("_user_given") & F.col(USER).isNull()
-            ),
-            f"{columns.item} (item id) has values of another type than the log's item ids": (
-                F.col("_item_given") & F.col(ITEM).isNull()
-            ),
-            f"{value} has null, non-numeric, NaN or infinite values": _not_finite(SCORE),
-        },
-    )
+    checks = {
+        f"{columns.user} (user id) has null values": ~F.col("_user_given"),
+        f"{columns.item} (item id) has null values": ~F.col("_item_given"),
+        f"{columns.user} (user id) has values of another type than the log's user ids": (
+            F.col("_user_given") & F.col(USER).isNull()
+        ),
+        f"{columns.item} (item id) has values of another type than the log's item ids": (
+            F.col("_item_given") & F.col(ITEM).isNull()
+        ),
+        f"{value} has null, non-numeric, NaN or infinite values": _not_finite(SCORE),
+    }
+    below_one = f"{columns.rank} (rank) has values below 1"
+    if columns.rank:
+        checks[below_one] = ~_not_finite(SCORE) & (F.col(SCORE) > -1)  # score = -rank
+    counts, values = _counts_and_values(recs, checks, also={"best": F.max(SCORE)})
+    ranks_below_one = counts.pop(below_one, 0)
     _raise_on_counts(counts, source=source, fix="fix the model's output before evaluating it")
+    if ranks_below_one:
+        raise InputError(
+            f"{source}: column {columns.rank!r} (rank) has values below 1 ({ranks_below_one} "
+            f"rows, the smallest {-values['best']:g}); ranks count from 1 (the best): add 1 to "
+            f"0-based ranks, or map a higher-is-better column as {source}.columns.score."
+        )
     duplicated = recs.groupBy(USER, ITEM).count().filter(F.col("count") > 1).limit(3).collect()
     if duplicated:
         examples = ", ".join(f"({r[USER]}, {r[ITEM]})" for r in duplicated)
@@ -343,14 +369,13 @@ def canonical_items(
         categories = F.col(single).cast("array<string>")
     elif separator:
         categories = F.filter(
-            F.transform(F.split(F.col(single), re.escape(separator)), lambda c: F.trim(c)),
+            F.transform(
+                F.split(F.col(single).cast("string"), re.escape(separator)), lambda c: F.trim(c)
+            ),
             lambda c: c != "",
         )
     else:
-        raise InputError(
-            f"{source}: column {single!r} holds strings; set {source}.category_separator "
-            '(e.g. "|") to split it into categories.'
-        )
+        raise InputError(_category_message(single, raw.schema[single].dataType, source=source))
     if columns.embedding is None:
         embedding = F.lit(None).cast("array<double>")
     elif isinstance(raw.schema[columns.embedding].dataType, T.ArrayType):
@@ -378,6 +403,21 @@ def canonical_items(
         F.array_distinct(F.flatten(F.collect_list("categories"))).alias("categories"),
         F.first("embedding", ignorenulls=True).alias("embedding"),
         *[F.first(f"`{name}`", ignorenulls=True).alias(name) for name in columns.attributes],
+    )
+
+
+def _category_message(name: str, data_type: T.DataType, *, source: str) -> str:
+    """What to do with a single category column that is neither an array nor split."""
+    if isinstance(data_type, T.StringType):
+        return (
+            f"{source}: column {name!r} holds strings; set {source}.category_separator "
+            '(e.g. "|") to split it into categories.'
+        )
+    return (
+        f"{source}: column {name!r} (category) holds {data_type.simpleString()} values, not "
+        f"strings or arrays; for one category id a row set {source}.category_separator "
+        f'(e.g. "|": each value is then one category), for a 0/1 flag column list it: '
+        f"{source}.columns.category: [{name}]."
     )
 
 

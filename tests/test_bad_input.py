@@ -298,6 +298,28 @@ def iso_timestamps_with_one_bad(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def ranked_recommendations(*bad: tuple[int, int]) -> Callable[[Case], None]:
+    """The external model as ranks 1..5 (no score column), with (row, rank) changes ``bad``."""
+
+    def change(case: Case) -> None:
+        recs = recommendations_frame().drop(columns=["score"])
+        recs["rank"] = recs.groupby("user_id").cumcount() + 1
+        for row, rank in bad:
+            recs.loc[row, "rank"] = rank
+        case.add_external_model(recs)
+        case.config["models"][-1]["columns"].update(score=None, rank="rank")
+
+    return change
+
+
+def integer_categories(case: Case) -> None:
+    """Item metadata whose category column holds integer ids (neither text nor arrays)."""
+    items = pd.DataFrame({"item_id": range(100, 100 + N_ITEMS), "genre": range(N_ITEMS)})
+    path = write_parquet(items, case.tmp / "items.parquet")
+    columns = {"item": "item_id", "category": "genre"}
+    case.config["data"]["items"] = {"path": str(path), "columns": columns}
+
+
 def numeric_recommendations_for_string_item_ids(case: Case) -> None:
     case.use_interactions(string_ids("item_id")(interactions_frame()))
     case.add_external_model(recommendations_frame())
@@ -779,9 +801,29 @@ CASES = [
         ("data.interactions.column_names", "1 columns", "(delimiter ',')", "one name a column"),
     ),
     Bad(
+        "csv_without_a_header_row",
+        lambda case: case.use_csv(interactions_frame().to_csv(index=False, header=False)) and None,
+        (
+            "data.interactions: column 'user_id' (mapped as user) is missing",
+            "look like a first row of data ('1')",
+            "set data.interactions.header: false and data.interactions.column_names: [...]",
+            "(4 names, in file order)",
+        ),
+    ),
+    Bad(
         "csv_ragged_row",
         ragged_csv,
         ("data.interactions", "ratings.csv", "Malformed CSV record", READ_FIX),
+    ),
+    # --- item metadata -------------------------------------------------------------------------
+    Bad(
+        "category_column_of_integers",
+        integer_categories,
+        (
+            "data.items: column 'genre' (category) holds bigint values, not strings or arrays",
+            'set data.items.category_separator (e.g. "|": each value is then one category)',
+            "for a 0/1 flag column list it: data.items.columns.category: [genre]",
+        ),
     ),
     # --- an external model's recommendations ---------------------------------------------------
     Bad(
@@ -803,6 +845,20 @@ CASES = [
         "negative_infinite_score",
         recommendations_with(setting("score", 7, -math.inf)),
         ("models.ext", "score", "NaN or infinite", "(1 rows)", MODEL_FIX),
+    ),
+    Bad(
+        "ranks_from_zero",
+        ranked_recommendations(*[(5 * user, 0) for user in range(N_USERS)]),
+        (
+            "models.ext: column 'rank' (rank) has values below 1 (8 rows, the smallest 0)",
+            "ranks count from 1 (the best): add 1 to 0-based ranks",
+            "models.ext.columns.score",
+        ),
+    ),
+    Bad(
+        "negative_rank",
+        ranked_recommendations((7, -2)),
+        ("models.ext", "'rank' (rank) has values below 1 (1 rows, the smallest -2)"),
     ),
     Bad(
         "string_user_ids_for_a_numeric_log",

@@ -252,16 +252,17 @@ def load_impressions(
     return impressions
 
 
-def describe_items(items: DataFrame, catalogue: DataFrame) -> dict[str, int]:
-    """Counts of item metadata, and of catalogue items that lack categories or an embedding."""
+def describe_items(items: DataFrame, catalogue: DataFrame, *, embeddings: bool) -> dict[str, int]:
+    """Counts of item metadata, of catalogue items that lack categories, and (``embeddings``:
+    data.items maps an embedding column) of those data.items gives no embedding; whether the
+    run's vectors come from data.items or ALS is ``split.embeddings`` (docs/datasets.md)."""
     known = catalogue.select(ITEM).join(items, on=ITEM, how="left")
     no_categories = F.col("categories").isNull() | (F.size("categories") == 0)
+    no_embedding = F.count(F.when(F.col("embedding").isNull(), True))
     row = known.agg(
         F.count(F.lit(1)).alias("catalogue_items"),
         F.count(F.when(no_categories, True)).alias("catalogue_items_without_categories"),
-        F.count(F.when(F.col("embedding").isNull(), True)).alias(
-            "catalogue_items_without_embedding"
-        ),
+        *([no_embedding.alias("catalogue_items_without_items_embedding")] if embeddings else []),
     ).collect()[0]
     return {"metadata_rows": items.count(), **row.asDict()}
 
@@ -1052,7 +1053,8 @@ def _beyond_inputs(
     wanted = set(settings.metrics)
     warnings = []
     if items is not None and config.data.items is not None:
-        summary["items"] = describe_items(items, catalogue)
+        mapped = config.data.items.columns.embedding is not None
+        summary["items"] = describe_items(items, catalogue, embeddings=mapped)
         missing = summary["items"]["catalogue_items_without_categories"]
         if missing and config.data.items.columns.category is not None:
             warnings.append(

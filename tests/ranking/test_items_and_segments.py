@@ -12,6 +12,7 @@ from receval_spark.config import ItemColumns
 from receval_spark.errors import InputError
 from receval_spark.inputs import canonical_items
 from receval_spark.metrics.beyond import content_expected, unit_vectors
+from receval_spark.ranking.pipeline import describe_items
 from receval_spark.ranking.relevance import item_popularity_segments, scoped_truth
 
 CATALOGUE_DDL = "item_id long, n_users long, n_interactions long"
@@ -198,6 +199,51 @@ def test_canonical_items_input_errors(spark):
             item_type=T.LongType(),
             source="items",
         )
+
+
+def test_a_category_column_of_integers_is_not_called_strings(spark):
+    """An integer category column is neither split text nor an array: the message names its
+    type and both readings (one category id a row, or a 0/1 flag column); with a separator
+    each value is one category."""
+    raw = spark.createDataFrame([(1, 3), (1, 4), (2, 3)], "item_id long, genre int")
+    with pytest.raises(InputError) as error:
+        canonical_items(
+            raw,
+            columns=ItemColumns(category="genre"),
+            separator=None,
+            item_type=T.LongType(),
+            source="data.items",
+        )
+    message = str(error.value)
+    assert "strings;" not in message and "holds int values, not strings or arrays" in message
+    assert "set data.items.category_separator" in message
+    assert "data.items.columns.category: [genre]" in message
+    out = canonical_items(
+        raw,
+        columns=ItemColumns(category="genre"),
+        separator="|",
+        item_type=T.LongType(),
+        source="data.items",
+    )
+    assert _items(out) == {1: (["3", "4"], None), 2: (["3"], None)}
+
+
+def test_describe_items_counts_missing_embeddings_only_of_a_mapped_column(spark):
+    """The run record counts catalogue items that data.items gives no embedding only when
+    data.items maps an embedding column, under a name saying so; a run whose vectors come from
+    ALS (split.embeddings: als) has no such count to misread."""
+    catalogue = spark.createDataFrame([(1,), (2,), (3,)], "item_id long")
+    items = spark.createDataFrame(
+        [(1, ["a"], [1.0, 0.0]), (2, [], None)],
+        "item_id long, categories array<string>, embedding array<double>",
+    )
+    assert describe_items(items, catalogue, embeddings=False) == {
+        "metadata_rows": 2,
+        "catalogue_items": 3,
+        "catalogue_items_without_categories": 2,
+    }
+    counts = describe_items(items, catalogue, embeddings=True)
+    assert counts["catalogue_items_without_items_embedding"] == 2  # item 2 (null), item 3 (no row)
 
 
 # --- content_expected ---------------------------------------------------------------------

@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 from receval_spark import __version__
 from receval_spark.alerts import regressions
 from receval_spark.cache import CachedTables, tracking_cache
+from receval_spark.columns import RATING
 from receval_spark.config import JobConfig, SessionJobConfig, validate_config
 from receval_spark.config_files import (
     check_output_path,
@@ -532,8 +533,28 @@ def _job_config(
             )
         _fill_sources(raw, given)
         job = validate_config(raw, schema=schema)
+        if isinstance(job, JobConfig) and _canonical_rating(job, given):
+            raw["data"]["interactions"].setdefault("columns", {})["rating"] = RATING
+            job = validate_config(raw, schema=schema)
     check_sources(job, given)
     return job
+
+
+def _canonical_rating(job: JobConfig, given: Mapping[str, DataFrame]) -> bool:
+    """Whether the interactions DataFrame given supplies the ratings the job needs under the
+    canonical name ``rating`` (no rating column mapped); InputError when it has no such
+    column."""
+    frame = given.get("data.interactions")
+    needs = job.needs_ratings
+    if frame is None or needs is None or job.data.interactions.columns.rating is not None:
+        return False
+    if RATING not in frame.columns:
+        raise InputError(
+            f"data.interactions: {needs} needs ratings, but the DataFrame given has no column "
+            f"{RATING!r} (it has {frame.columns}); add one, or map yours with "
+            "data.interactions.columns.rating."
+        )
+    return True
 
 
 def _fill_sources(raw: dict[str, Any], given: Mapping[str, DataFrame]) -> None:

@@ -782,10 +782,6 @@ class JobConfig(_Strict):
                 "evaluation.serendipity.unexpected: content needs item embeddings "
                 "(evaluation.embeddings.source must not be none)"
             )
-        if self.relevance.kind != "implicit" and self.data.interactions.columns.rating is None:
-            raise ValueError(
-                f"relevance.kind: {self.relevance.kind} needs data.interactions.columns.rating"
-            )
         if self.evaluation.off_policy is not None and self.data.impressions is None:
             raise ValueError(
                 "evaluation.off_policy needs data.impressions (the logged impressions); "
@@ -898,15 +894,24 @@ class JobConfig(_Strict):
                     f"models.{m.name}: kind bias predicts ratings; use it with "
                     "task: rating_prediction"
                 )
-        rated = self.data.interactions.columns.rating is not None
-        needs_ratings = self.task == "rating_prediction" or any(
-            m.kind == "als" and not m.implicit for m in self.models
-        )
-        if needs_ratings and not rated:
-            raise ValueError(
-                "rating predictions (task rating_prediction, or als with implicit: false) need "
-                "data.interactions.columns.rating"
-            )
+        log = self.data.interactions
+        # a log given as a DataFrame (no path) is checked when it is known: its canonical
+        # ``rating`` column needs no mapping (receval_spark.api)
+        if self.needs_ratings and log.columns.rating is None and log.path is not None:
+            raise ValueError(f"{self.needs_ratings} needs data.interactions.columns.rating")
+
+    @property
+    def needs_ratings(self) -> str | None:
+        """What needs the log's ratings: task rating_prediction, an explicit ALS model or a
+        threshold or graded relevance (None: nothing)."""
+        if self.task == "rating_prediction":
+            return "task: rating_prediction"
+        explicit = [m.name for m in self.models if m.kind == "als" and not m.implicit]
+        if explicit:
+            return f"models.{explicit[0]} (als with implicit: false)"
+        if self.relevance.kind != "implicit":
+            return f"relevance.kind: {self.relevance.kind}"
+        return None
 
     @property
     def off_policy_settings(self) -> OffPolicyConfig | None:

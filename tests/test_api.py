@@ -150,6 +150,35 @@ def test_input_problems_raise_input_error_naming_the_dataframe(spark, frames):
         rv.evaluate(spark, config(), interactions=log.drop("timestamp"))
 
 
+def test_a_dataframe_with_the_canonical_rating_column_needs_no_mapping(spark):
+    """A frame with user_id, item_id, timestamp and rating evaluates threshold (and graded)
+    relevance without data.interactions.columns; a frame without rating is an InputError
+    naming the column; a file source without the mapping stays a ConfigError."""
+    # test rows (day 11-14): users 1 and 2 rate 5 (relevant at 4), users 3 and 4 rate 3
+    rated = spark.createDataFrame(
+        [(u, i, DAY + dt.timedelta(days=d), 5.0 if u <= 2 or d < 10 else 3.0) for u, i, d in LOG],
+        "user_id long, item_id long, timestamp timestamp, rating double",
+    )
+    threshold = {**config(), "relevance": {"kind": "threshold", "threshold": 4}}
+    result = rv.evaluate(spark, threshold, interactions=rated)
+    assert result.outcome.n_users_evaluated == 2
+    assert result.config.data.interactions.columns.rating == "rating"
+    graded = {**config(), "relevance": {"kind": "graded", "threshold": 4}}
+    with pytest.raises(
+        rv.InputError,
+        match=r"^data\.interactions: relevance\.kind: graded needs ratings, but the DataFrame "
+        r"given has no column 'rating' \(it has \['user_id', 'item_id', 'timestamp'\]\); add "
+        r"one, or map yours with data\.interactions\.columns\.rating\.$",
+    ):
+        rv.evaluate(spark, graded, interactions=rated.drop("rating"))
+    from_file = {**threshold, "data": {"interactions": {"path": "ratings.parquet"}}}
+    with pytest.raises(
+        rv.ConfigError,
+        match=r"relevance\.kind: threshold needs data\.interactions\.columns\.rating",
+    ):
+        rv.evaluate(spark, from_file)
+
+
 def test_epoch_milliseconds_read_as_seconds_raise_input_error_naming_column_and_key(spark):
     """Millisecond epochs without ``timestamp_unit: ms`` would be times after the year 50000:
     an InputError at validation naming the source column, its values and the key to set

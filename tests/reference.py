@@ -682,7 +682,7 @@ def next_item_events(test: dict[object, list[object]]) -> list[tuple[object, int
     return [(s, i, items[:i], items[i]) for s, items in test.items() for i in range(1, len(items))]
 
 
-def _top(scores: Mapping[object, float], k: int) -> list[object]:
+def _top(scores: Mapping[object, float | Fraction], k: int) -> list[object]:
     return [item for item, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]]
 
 
@@ -731,11 +731,16 @@ def session_item_knn(
 
     @functools.cache
     def neighbours_of(last):
+        """The cosine compared exactly, as the rational sim² = both² / (|S_i| |S_j|) (DESIGN §8:
+        1/√3 and 3/√27 tie, whatever their doubles); a shrunk cosine as its double."""
         mine = sessions_of.get(last, set())
-        scores = {}
+        scores: dict[object, float | Fraction] = {}
         for other in {i for s in mine for i in train[s]} - {last}:
-            both = len(mine & sessions_of[other])
-            scores[other] = both / (math.sqrt(len(mine) * len(sessions_of[other])) + shrinkage)
+            both, product = len(mine & sessions_of[other]), len(mine) * len(sessions_of[other])
+            if shrinkage:
+                scores[other] = both / (math.sqrt(product) + shrinkage)
+            else:
+                scores[other] = Fraction(both * both, product)
         return _top(scores, min(k, neighbours))
 
     def predict(prefix):

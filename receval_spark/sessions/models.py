@@ -13,6 +13,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, POSITION, RANK, SCORE, SESSION
+from receval_spark.ranking.models.item_knn import cosine_order
 
 EVENT = [SESSION, POSITION]
 
@@ -105,7 +106,12 @@ def item_knn_lists(
 ) -> DataFrame:
     """Item-KNN: the last item's ``neighbours`` nearest items by the shrunk cosine of binary
     session vectors, |S_i ∩ S_j| / (sqrt(|S_i| |S_j|) + shrinkage) over train sessions (S_i:
-    the train sessions holding item i; shrinkage 0 is the cosine), top k of them."""
+    the train sessions holding item i; shrinkage 0 is the cosine), top k of them.
+
+    Shrinkage 0 compares the cosines exactly, as the rationals |S_i ∩ S_j|² / |S_j| of the last
+    item's neighbours (:func:`cosine_order`, items in up to 10^9 sessions), so mathematically
+    equal cosines (1/√1120 and 3/√10080) tie and go by item id. A shrunk cosine is irrational
+    in general and is compared as its double."""
     occurrences = train.select(SESSION, ITEM).distinct()
     support = occurrences.groupBy(ITEM).agg(F.count(F.lit(1)).alias("_support"))
     pairs = (
@@ -114,22 +120,16 @@ def item_knn_lists(
         .groupBy(ITEM, "_next")
         .agg(F.count(F.lit(1)).alias("_both"))
     )
-    similarity = (
-        pairs.join(support, on=ITEM)
-        .join(
-            support.withColumnRenamed(ITEM, "_next").withColumnRenamed("_support", "_s2"),
-            on="_next",
-        )
-        .select(
-            ITEM,
-            "_next",
-            (
-                F.col("_both")
-                / (F.sqrt(F.col("_support") * F.col("_s2")) + F.lit(float(shrinkage)))
-            ).alias(SCORE),
-        )
+    similarity = pairs.join(support, on=ITEM).join(
+        support.withColumnRenamed(ITEM, "_next").withColumnRenamed("_support", "_s2"),
+        on="_next",
     )
-    return _neighbour_lists(events, similarity, k=min(k, neighbours))
+    if shrinkage:
+        shrunk = F.col("_both") / (F.sqrt(F.col("_support") * F.col("_s2")) + float(shrinkage))
+        order = [shrunk.desc()]
+    else:
+        order = cosine_order("_both", "_s2")
+    return _neighbour_lists(events, similarity, *order, k=min(k, neighbours))
 
 
 def sr_lists(events: DataFrame, train: DataFrame, *, k: int, window: int) -> DataFrame:
@@ -169,10 +169,12 @@ def external_lists(events: DataFrame, predictions: DataFrame, *, k: int) -> Data
     return rank_per_event(known, F.col(SCORE).desc(), k=k)
 
 
-def _neighbour_lists(events: DataFrame, neighbours: DataFrame, *, k: int) -> DataFrame:
-    """Events joined with the top k (item_id -> _next, score) rows of their last item."""
-    order = Window.partitionBy(ITEM).orderBy(F.col(SCORE).desc(), F.col("_next").asc())
-    top = neighbours.withColumn(RANK, F.row_number().over(order)).filter(F.col(RANK) <= k)
+def _neighbour_lists(events: DataFrame, neighbours: DataFrame, *order: Column, k: int) -> DataFrame:
+    """Events joined with the top k (item_id -> _next) rows of their last item in ``order``
+    (default: score descending), then _next ascending."""
+    keys = order or (F.col(SCORE).desc(),)
+    order_by = Window.partitionBy(ITEM).orderBy(*keys, F.col("_next").asc())
+    top = neighbours.withColumn(RANK, F.row_number().over(order_by)).filter(F.col(RANK) <= k)
     return (
         events.select(*EVENT, ITEM)
         .join(top, on=ITEM)

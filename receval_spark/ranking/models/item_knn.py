@@ -8,18 +8,21 @@ With U_i the distinct train users of item i and H(u) the distinct train items of
     sim(i, j) = \frac{|U_i \cap U_j|}{\sqrt{|U_i|\,|U_j|}} \qquad
     score(u, j) = \sum_{i \in H(u),\ j \in N(i)} sim(i, j)
 
-N(i) holds the ``neighbours`` items most similar to i (ties by item id); scores are exact
-sums, so the ranking does not depend on the partitioning. Items of H(u) are
-scored too (seen-item filtering happens when ranking). Cost: the co-occurrence self-join has
-sum over users of |H(u)| (|H(u)| - 1) / 2 rows (each unordered pair once; once per fit);
-scoring has sum over users of |H(u)| · neighbours rows — no users x items product.
+N(i) holds the ``neighbours`` items most similar to i (ties by item id): similarities are
+compared exactly, as the rationals sim² (:func:`cosine_order`), never as their rounded doubles,
+and each is the double sqrt(|U_i ∩ U_j|² / (|U_i| |U_j|)), so equal cosines are the same double
+(:func:`cosine`); scores are exact sums, so the ranking does not depend on the partitioning.
+Items of H(u) are scored too (seen-item filtering happens when ranking). Cost: the
+co-occurrence self-join has sum over users of |H(u)| (|H(u)| - 1) / 2 rows (each unordered
+pair once; once per fit); scoring has sum over users of |H(u)| · neighbours rows — no
+users x items product.
 """
 
 from __future__ import annotations
 
 import math
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, SCORE, USER
@@ -30,6 +33,33 @@ PAIR_BITS = 32  # an item pair (a, b) of dense numbers as one long: a * 2^PAIR_B
 PAIR_BASE = 1 << PAIR_BITS
 PAIRS_PER_PARTITION = 1_000_000  # co-occurring pairs per task (pair_partitions)
 RANK = "neighbour_rank"  # 1 = the most similar other item
+DIGITS = 10**9  # cosine_order's fraction: two longs of 9 decimals each
+
+
+def cosine(both: str, support: str, other: str) -> Column:
+    """The cosine both / sqrt(support * other) of counts (long columns) as the double
+    sqrt(double(both²) / double(support * other)): IEEE division and square root are correctly
+    rounded, so equal rationals both² / (support * other) give the same double (while both² and
+    the product are below 2^53, exact as doubles), where both / sqrt(...) rounds twice (1/√3
+    and 3/√27 differ in the last bit)."""
+    square = (F.col(both) * F.col(both)).cast("double")
+    return F.sqrt(square / (F.col(support) * F.col(other)).cast("double"))
+
+
+def cosine_order(both: str, other: str) -> list[Column]:
+    """Window sort keys, most similar first, of the cosines both / sqrt(|S_i| * other) of one
+    item i's neighbours (|S_i| is common, so they are ordered as the rationals both² / other):
+    the integer part of both² / other, then its first 18 decimals as two floors of 9 digits,
+    by long division only. Exact while every support (``other``) is at most 10^9: both² fits a
+    long, and two distinct ratios of such denominators differ by at least 10^-18, so their keys
+    differ; equal ratios (1/3 and 9/27) get equal keys, left for the item id to break."""
+    square, below = F.col(both) * F.col(both), F.col(other)
+    rest = square % below
+    return [
+        F.call_function("div", square, below).desc(),
+        F.call_function("div", rest * DIGITS, below).desc(),
+        F.call_function("div", rest * DIGITS % below * DIGITS, below).desc(),
+    ]
 
 
 def pair_partitions(pairs: DataFrame) -> int:
@@ -46,7 +76,8 @@ def pair_partitions(pairs: DataFrame) -> int:
 def item_neighbours(history: DataFrame, *, neighbours: int) -> DataFrame:
     """(item_id, neighbour, similarity, neighbour_rank): each item's ``neighbours`` most
     similar other items, ranked from 1 (ties by item id), so that the first n of them are its
-    n most similar (:func:`nearest`)."""
+    n most similar (:func:`nearest`). Similarities are ordered exactly (:func:`cosine_order`:
+    items of up to 10^9 users)."""
     pairs = history.select(USER, ITEM).distinct()
     # items numbered 0..n-1 with their |U_i|: an unordered pair (i, j), i < j, is then one long
     ids = dense_ids(pairs, ITEM, name="_number").join(
@@ -83,16 +114,20 @@ def item_neighbours(history: DataFrame, *, neighbours: int) -> DataFrame:
         .join(first, on="_a")
         .join(second, on="_b")
         .select(
-            "_i", "_j", (F.col("_both") / F.sqrt(F.col("_ni") * F.col("_nj"))).alias("similarity")
+            "_i", "_j", "_ni", "_nj", "_both", cosine("_both", "_ni", "_nj").alias("similarity")
         )
     )
-    both_ways = F.array(
-        F.struct(F.col("_i").alias(ITEM), F.col("_j").alias("neighbour")),
-        F.struct(F.col("_j").alias(ITEM), F.col("_i").alias("neighbour")),
+    both_ways = F.array(  # each with the neighbour's |U_j|
+        F.struct(F.col("_i").alias(ITEM), F.col("_j").alias("neighbour"), F.col("_nj").alias("_s")),
+        F.struct(F.col("_j").alias(ITEM), F.col("_i").alias("neighbour"), F.col("_ni").alias("_s")),
     )
-    together = similar.select(F.inline(both_ways), "similarity")
-    order = Window.partitionBy(ITEM).orderBy(F.col("similarity").desc(), F.col("neighbour"))
-    return together.withColumn(RANK, F.row_number().over(order)).filter(F.col(RANK) <= neighbours)
+    together = similar.select(F.inline(both_ways), "_both", "similarity")
+    order = Window.partitionBy(ITEM).orderBy(*cosine_order("_both", "_s"), F.col("neighbour"))
+    return (
+        together.withColumn(RANK, F.row_number().over(order))
+        .filter(F.col(RANK) <= neighbours)
+        .select(ITEM, "neighbour", "similarity", RANK)
+    )
 
 
 def nearest(neighbours: DataFrame, n: int) -> DataFrame:

@@ -984,11 +984,27 @@ else:
     SessionMetric = Literal[registry.names("session")]
 
 
+class SessionDataQualityConfig(_Strict):
+    """Warning thresholds of the session run's data-quality facts
+    (docs/evaluation.md#data-quality-facts)."""
+
+    min_test_events: int = Field(
+        default=1000, ge=0, description="fewer prediction events than this: a warning"
+    )
+    events_without_list: float = Field(
+        default=0.1,
+        ge=0.0,
+        le=1.0,
+        description="share of a model's prediction events without a list above which it warns",
+    )
+
+
 class SessionEvaluation(_Strict):
     k: CutOffs = Field(default_factory=lambda: [5, 10, 20])
     metrics: list[SessionMetric] = Field(default_factory=lambda: list(get_args(SessionMetric)))
     alerts: list[AlertRule] = Field(default_factory=list)
     alerts_exit_code: AlertsExitCode = 3
+    data_quality: SessionDataQualityConfig = Field(default_factory=SessionDataQualityConfig)
 
 
 class PopSessionModel(_Strict):

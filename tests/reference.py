@@ -114,10 +114,18 @@ def relevant_items(
     return truth.sort_values([USER, ITEM], ignore_index=True)
 
 
-def relevance_by_user(truth: pd.DataFrame) -> dict[object, dict[object, float]]:
-    """user -> {item: grade} for the evaluated users (users with |Rel(u)| >= 1)."""
+def relevance_by_user(
+    truth: pd.DataFrame, *, seen: Mapping[object, set[object]] | None = None
+) -> dict[object, dict[object, float]]:
+    """user -> {item: grade} for the evaluated users (users with |Rel(u)| >= 1).
+
+    DESIGN §3, seen items: under the seen filter (``seen`` given) the items u interacted with
+    in train leave Rel(u), and a user left without relevant items is not evaluated.
+    """
     by_user: dict[object, dict[object, float]] = {}
     for user, item, grade in zip(truth[USER], truth[ITEM], truth[GRADE], strict=True):
+        if seen is not None and item in seen.get(user, set()):
+            continue
         by_user.setdefault(user, {})[item] = float(grade)
     return by_user
 
@@ -287,7 +295,7 @@ def evaluate_model(
 
     Returns (per-user long table, macro averages).
     """
-    relevance = relevance_by_user(truth)
+    relevance = relevance_by_user(truth, seen=seen)
     ranking = top_k(candidates, k=max(ks), seen=seen, users=list(relevance))
     per_user = per_user_metrics(ranking, relevance, ks)
     return per_user, macro_average(per_user)

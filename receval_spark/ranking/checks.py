@@ -13,11 +13,11 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from receval_spark import registry
-from receval_spark.columns import ITEM, TIMESTAMP, USER
+from receval_spark.columns import TIMESTAMP, USER
 from receval_spark.config import ExternalModel, JobConfig
 from receval_spark.expressions import iso_micros, to_micros
 from receval_spark.metrics.aggregate import union_all
-from receval_spark.ranking.quality import Fact
+from receval_spark.quality import Fact
 from receval_spark.ranking.split import LEAKY_METHODS, Split
 from receval_spark.results import Check, MetricRow
 

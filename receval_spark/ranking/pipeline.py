@@ -77,6 +77,7 @@ from receval_spark.metrics.offpolicy import (
 )
 from receval_spark.metrics.rating import rating_errors, rating_metrics
 from receval_spark.progress import StageClock
+from receval_spark.quality import Fact, quality_warnings
 from receval_spark.ranking.checks import (
     run_checks,
     run_warnings,
@@ -86,6 +87,7 @@ from receval_spark.ranking.models import Scorer, fallback_users, fit_model
 from receval_spark.ranking.models.als import als_item_embeddings
 from receval_spark.ranking.models.popularity import popularity_ranks
 from receval_spark.ranking.models.random import random_candidates
+from receval_spark.ranking.quality import Reconsumption, list_facts, log_facts, reconsumption
 from receval_spark.ranking.relevance import (
     activity_counts,
     activity_thresholds,
@@ -93,14 +95,6 @@ from receval_spark.ranking.relevance import (
     relevant_items,
     scoped_truth,
     user_segments,
-)
-from receval_spark.ranking.quality import (
-    Fact,
-    Reconsumption,
-    list_facts,
-    log_facts,
-    quality_warnings,
-    reconsumption,
 )
 from receval_spark.ranking.split import Split, split_interactions
 from receval_spark.ranking.topk import rank_candidates, sampled_top_k
@@ -425,7 +419,10 @@ def evaluate(config: JobConfig, inputs: Inputs, *, clock: StageClock | None = No
     summary["data_quality"] = [f.record() for f in facts]
     checking = [m.name for m in config.models if m.kind != "oracle"]
     warnings += quality_warnings(
-        facts, settings.data_quality, checking=checking, filter_seen=settings.filter_seen
+        facts,
+        settings.data_quality.model_dump(),
+        checking=checking,
+        filter_seen=settings.filter_seen,
     )
     clock.stop()
     return Outcome(

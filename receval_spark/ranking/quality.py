@@ -1,9 +1,9 @@
 """Data-quality facts of a ranking run: what the log and the lists look like before anyone
 trusts the metrics (docs/evaluation.md#data-quality-facts).
 
-Each fact is a :class:`Fact`: a count out of a total (so its share), optionally per model and
-cut-off. Every function here is one Spark job that returns bounded rows (a few numbers per
-model and k), never rows that grow with users or items.
+Each fact is a :class:`receval_spark.quality.Fact`: a count out of a total (so its share),
+optionally per model and cut-off. Every function here is one Spark job that returns bounded
+rows (a few numbers per model and k), never rows that grow with users or items.
 
 - the log: exact duplicate rows, duplicate (user, item) pairs, and the pairs whose rows have
   relevance grades on both sides of the threshold (the test collapses them to the maximum);
@@ -18,36 +18,15 @@ model and k), never rows that grow with users or items.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from receval_spark.columns import GRADE, ITEM, RANK, SCORE, USER
-from receval_spark.config import DataQualityConfig, RelevanceConfig
+from receval_spark.config import RelevanceConfig
+from receval_spark.quality import Fact
 from receval_spark.ranking.relevance import relevance_grade
-
-
-@dataclass(frozen=True)
-class Fact:
-    """``count`` of ``total`` (``of`` names what the total counts); ``model`` and ``k`` where
-    the fact is about one model's lists at one cut-off."""
-
-    fact: str
-    count: int
-    total: int
-    of: str
-    model: str | None = None
-    k: int | None = None
-
-    @property
-    def share(self) -> float:
-        """count / total (0 when there is nothing to count)."""
-        return self.count / self.total if self.total else 0.0
-
-    def record(self) -> dict[str, object]:
-        """The run record's form: the fields and the share."""
-        return {**asdict(self), "share": self.share}
 
 
 @dataclass(frozen=True)
@@ -91,9 +70,7 @@ def log_facts(interactions: DataFrame, relevance: RelevanceConfig) -> list[Fact]
     ]
 
 
-def reconsumption(
-    relevant: DataFrame, history: DataFrame, *, filter_seen: bool
-) -> Reconsumption:
+def reconsumption(relevant: DataFrame, history: DataFrame, *, filter_seen: bool) -> Reconsumption:
     """Rel(u) under the seen rule (docs/evaluation.md#seen-items): with ``filter_seen`` the
     relevant test pairs (user_id, item_id, grade) the user interacted with in ``history``
     leave Rel(u); without it they stay. Facts: those pairs (of the relevant pairs), the users
@@ -124,7 +101,7 @@ def reconsumption(
         n_users=row["evaluated"],
         facts=[
             Fact("reconsumed_pairs", row["seen"], row["pairs"], "relevant test pairs"),
-            Fact("users_all_relevant_seen", row["all_seen"], row["users"], "users with relevant items"),
+            Fact("users_all_relevant_seen", row["all_seen"], row["users"], "users with Rel(u)"),
             Fact("cold_users", row["cold"], row["evaluated"], "evaluated users"),
         ],
     )
@@ -176,64 +153,6 @@ def _model_facts(model: str, row: Row | None, ks: Sequence[int], n_users: int) -
         *[Fact("short_lists", n_users - value(f"_full{k}"), n_users, users, model, k) for k in ks],
         Fact("outside_catalogue", value("_out"), value("_slots"), "list slots", model),
     ]
-
-
-def quality_warnings(
-    facts: Sequence[Fact],
-    settings: DataQualityConfig,
-    *,
-    checking: Sequence[str] = (),
-    filter_seen: bool = True,
-) -> list[str]:
-    """A warning for each fact whose share exceeds its ``evaluation.data_quality`` threshold;
-    the per-model facts only for the models in ``checking`` (the oracle's lists are short and
-    tied by design), and the list facts at the largest k. ``filter_seen`` says what became of
-    the re-consumed pairs."""
-    warnings = []
-    thresholds = settings.model_dump()
-    largest = max((f.k for f in facts if f.k is not None), default=None)
-    for f in facts:
-        limit = thresholds.get(f.fact)
-        if limit is None or f.share <= limit:
-            continue
-        if f.model is not None and (f.model not in checking or f.k not in (None, largest)):
-            continue
-        warnings.append(_warning(f, limit, filter_seen=filter_seen))
-    return warnings
-
-
-WHAT = {
-    "duplicate_rows": "interaction rows are exact duplicates of another row",
-    "duplicate_pairs": "user-item pairs occur more than once in the log",
-    "conflicting_pairs": "user-item pairs have rows on both sides of the relevance threshold "
-    "(the test keeps the highest grade)",
-    "reconsumed_pairs": "relevant test pairs were already consumed in train",
-    "users_all_relevant_seen": "users with relevant test items had seen all of them in train",
-    "cold_users": "evaluated users are cold (no train interaction; the warm segment shows the "
-    "others)",
-    "score_ties_at_k": "evaluated users have a score tie between their k-th and (k+1)-th "
-    "candidates (the item id decides the cut)",
-    "short_lists": "evaluated users have fewer than k candidates",
-    "no_list": "evaluated users have no list",
-    "outside_catalogue": "list slots hold items outside the catalogue",
-}
-
-
-def _warning(fact: Fact, limit: float, *, filter_seen: bool) -> str:
-    """One line: the share and count, what they count, and the threshold's key."""
-    who = f"{fact.model}: " if fact.model else ""
-    at = f" (k = {fact.k})" if fact.k is not None else ""
-    text = WHAT[fact.fact]
-    if fact.fact == "reconsumed_pairs":
-        text += (
-            " and left Rel(u) (evaluation.filter_seen)"
-            if filter_seen
-            else "; they stay relevant (evaluation.filter_seen is false)"
-        )
-    return (
-        f"data quality: {who}{fact.share:.2%} of {fact.of} ({fact.count} of {fact.total}): "
-        f"{text}{at}; evaluation.data_quality.{fact.fact} = {limit}"
-    )
 
 
 def _count(condition: Column) -> Column:

@@ -119,7 +119,7 @@ QUALITY_LABELS = {
     "score_ties_at_k": "users whose k-th and (k+1)-th candidates tie",
     "short_lists": "users with fewer than k candidates",
     "outside_catalogue": "list slots outside the catalogue",
-    "test_events": "test prediction events (of the minimum)",
+    "test_events": "prediction events (of the test clicks)",
     "events_without_list": "prediction events without a list",
 }
 
@@ -136,7 +136,7 @@ def quality_rows(split: dict[str, Any]) -> list[dict[str, Any]]:
         if fact.get("model"):
             label = f"{fact['model']}: {label}"
         share = f"{100 * fact['share']:.2f}%"
-        rows.append({"label": label, "count": fact["count"], "total": fact["total"], "share": share})
+        rows.append({"label": label, "share": share, **{n: fact[n] for n in ("count", "total")}})
     return rows
 
 

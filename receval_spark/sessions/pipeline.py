@@ -21,6 +21,7 @@ from receval_spark.config import (
     ItemKnnSessionModel,
     MarkovSessionModel,
     PopSessionModel,
+    SessionDataQualityConfig,
     SessionJobConfig,
     SessionModelConfig,
     SessionPopModel,
@@ -41,6 +42,7 @@ from receval_spark.metrics.beyond import (
     top_k_lists,
 )
 from receval_spark.progress import StageClock
+from receval_spark.quality import Fact, quality_warnings
 from receval_spark.registry import SESSION_PROTOCOL
 from receval_spark.results import Check, Outcome, metric_row
 from receval_spark.sessions.metrics import (
@@ -207,8 +209,14 @@ def evaluate_sessions(
     if exposure_metrics:
         exposure = _exposure(lists, train, models, ks, exposure_metrics)
         rows += [metric_row(r, protocol=PROTOCOL) for r in exposure.collect()]
-    summary = {**split.params, "steps": split.steps, "prediction_events": n_events}
     test_counts = split.steps[-1]
+    facts = event_facts(lists, [m.name for m in config.models], n_events, test_counts)
+    summary = {
+        **split.params,
+        "steps": split.steps,
+        "prediction_events": n_events,
+        "data_quality": [f.record() for f in facts],
+    }
     expected_events = test_counts["clicks"] - test_counts["sessions"]
     checks = [
         Check(
@@ -224,9 +232,48 @@ def evaluate_sessions(
         split=summary,
         n_users_evaluated=n_events,
         checks=checks,
-        warnings=[],
+        warnings=session_warnings(facts, config.evaluation.data_quality, n_events),
         stage_seconds=clock.seconds,
     )
+
+
+def event_facts(
+    lists: DataFrame, models: list[str], n_events: int, test_counts: Mapping[str, int]
+) -> list[Fact]:
+    """The session run's data-quality facts: its prediction events (of the test clicks), and
+    per model the events without any list (``lists``: session_id, position, item_id, rank,
+    model). One Spark job; one row per model reaches the driver."""
+    with_lists = {
+        r["model"]: r["events"]
+        for r in lists.groupBy("model")
+        .agg(F.countDistinct(SESSION, POSITION).alias("events"))
+        .collect()
+    }
+    events = "prediction events"
+    return [
+        Fact("test_events", n_events, test_counts["clicks"], "test clicks"),
+        *[
+            Fact("events_without_list", n_events - with_lists.get(m, 0), n_events, events, m)
+            for m in models
+        ],
+    ]
+
+
+def session_warnings(
+    facts: list[Fact], settings: SessionDataQualityConfig, n_events: int
+) -> list[str]:
+    """A test set smaller than ``min_test_events`` prediction events; models whose share of
+    events without a list exceeds ``events_without_list``."""
+    warnings = []
+    if n_events < settings.min_test_events:
+        warnings.append(
+            f"only {n_events} prediction events "
+            f"(evaluation.data_quality.min_test_events = {settings.min_test_events}): Recall "
+            "and MRR over so few events are unreliable"
+        )
+    models = [f.model for f in facts if f.model is not None]
+    thresholds = {"events_without_list": settings.events_without_list}
+    return warnings + quality_warnings(facts, thresholds, checking=models)
 
 
 def _exposure(

@@ -8,11 +8,10 @@ import json
 
 import pandas as pd
 import yaml
+from helpers import DAY, T0, crafted_job_config
 
 from receval_spark.api import evaluate
 from receval_spark.cli import main
-from helpers import DAY, T0, crafted_job_config
-
 
 
 def reconsumption_log() -> pd.DataFrame:
@@ -84,8 +83,10 @@ def test_seen_relevant_items_leave_rel_and_a_user_left_without_any_is_not_evalua
     assert found[("users_all_relevant_seen", None, None)] == (1, 6)
     assert found[("cold_users", None, None)] == (2, 5)
     assert any(
-        w.startswith("data quality: 28.57% of relevant test pairs (2 of 7): relevant test pairs "
-                     "were already consumed in train and left Rel(u)")
+        w.startswith(
+            "data quality: 28.57% of relevant test pairs (2 of 7): relevant test pairs "
+            "were already consumed in train and left Rel(u)"
+        )
         for w in outcome.warnings
     ), outcome.warnings
 
@@ -109,8 +110,9 @@ def test_each_data_quality_count_on_the_crafted_log(spark, tmp_path):
     assert facts(outcome) == {
         # 21 rows; user 4's first row twice
         ("duplicate_rows", None, None): (1, 21),
-        # 17 distinct pairs (12 in train, 5 more in test); (1, 10), (2, 20), (3, 103), (4, 40) have two rows each; the first
-        # three have a relevant and an irrelevant row (3 then 5 stars; 5 then 2 stars)
+        # 17 distinct pairs (12 in train, 5 more in test); (1, 10), (2, 20), (3, 103), (4, 40)
+        # have two rows each; the first three have a relevant and an irrelevant row (3 then 5
+        # stars; 5 then 2 stars)
         ("duplicate_pairs", None, None): (4, 17),
         ("conflicting_pairs", None, None): (3, 17),
         ("reconsumed_pairs", None, None): (2, 7),
@@ -164,11 +166,19 @@ def test_the_cli_run_exits_0_and_its_json_and_report_carry_the_facts(spark, tmp_
     assert summary["run_status"] == "succeeded"
     reconsumed = [f for f in summary["data_quality"] if f["fact"] == "reconsumed_pairs"]
     assert reconsumed == [
-        {"fact": "reconsumed_pairs", "count": 2, "total": 7, "of": "relevant test pairs",
-         "model": None, "k": None, "share": 2 / 7}
+        {
+            "fact": "reconsumed_pairs",
+            "count": 2,
+            "total": 7,
+            "of": "relevant test pairs",
+            "model": None,
+            "k": None,
+            "share": 2 / 7,
+        }
     ]
-    assert "warning: data quality: 40.00% of evaluated users (2 of 5): evaluated users are " \
-        "cold" in err
+    assert (
+        "warning: data quality: 40.00% of evaluated users (2 of 5): evaluated users are cold" in err
+    )
     report = next((tmp_path / "reports" / "report").glob("*/report.md")).read_text()
     assert "## Data quality" in report
     assert "| relevant test pairs already consumed in train | 2 of 7 | 28.57% |" in report

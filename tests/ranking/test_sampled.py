@@ -131,6 +131,7 @@ def sampled_scores(spark, positive, models):
             segments=user_segments(users, history, segments=[]),
             seen=history,
             catalogue=item_statistics(history),
+            facts=[],
         ),
         settings=settings,
     )

@@ -123,3 +123,44 @@ def test_sessions_unknown_model_kind_is_a_config_error(tmp_path, capsys):
 
     assert main(["sessions", "--config", str(path)]) == 2
     assert "models.2" in capsys.readouterr().err
+
+
+def test_a_tiny_test_set_and_events_without_lists_are_warned_about(spark, tmp_path, capsys):
+    """Train (Jan 1-8): ten sessions 1 2 3 and five sessions 4 5; test (Jan 10): one session
+    1 2 3 5, so 3 prediction events. Markov knows 1 -> 2 and 2 -> 3 but no successor of 3:
+    1 of its 3 events has no list; POP has a list for every event."""
+    rows = [
+        (s, item, f"2024-01-0{1 + s % 8}", j) for s in range(10) for j, item in enumerate([1, 2, 3])
+    ]
+    rows += [
+        (10 + s, item, f"2024-01-0{1 + s}", j) for s in range(5) for j, item in enumerate([4, 5])
+    ]
+    rows += [(99, item, "2024-01-10", j) for j, item in enumerate([1, 2, 3, 5])]
+    path = tmp_path / "tiny.csv"
+    frame = pd.DataFrame(rows, columns=["session_id", "item_id", "eventdate", "timeframe"])
+    frame.to_csv(path, sep=";", index=False)
+    job = config(tmp_path)
+    raw = yaml.safe_load(job.read_text())
+    raw["data"] = diginetica_clicks(path)
+    raw["preprocessing"] = {"test_days": 1}
+    job.write_text(yaml.safe_dump(raw), encoding="utf-8")
+
+    with kept_sql_conf(spark):
+        status = main(["sessions", "--config", str(job), "--json", "--quiet"])
+
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    summary = json.loads(out)
+    facts = {(f["fact"], f["model"]): (f["count"], f["total"]) for f in summary["data_quality"]}
+    assert facts == {
+        ("test_events", None): (3, 4),
+        ("events_without_list", "pop"): (0, 3),
+        ("events_without_list", "markov"): (1, 3),
+    }
+    assert summary["warnings"] == [
+        "only 3 prediction events (evaluation.data_quality.min_test_events = 1000): Recall "
+        "and MRR over so few events are unreliable",
+        "data quality: markov: 33.33% of prediction events (1 of 3): prediction events have "
+        "no list (they score 0); evaluation.data_quality.events_without_list = 0.1",
+    ]
+    assert "warning: only 3 prediction events" in err

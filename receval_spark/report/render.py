@@ -116,7 +116,7 @@ QUALITY_LABELS = {
     "users_all_relevant_seen": "users whose relevant test items were all seen in train",
     "cold_users": "evaluated users without train interactions",
     "no_list": "evaluated users without a list",
-    "score_ties_at_k": "users whose k-th and (k+1)-th candidates tie",
+    "score_ties_at_k": "users whose candidates at ranks k and k+1 tie in score",
     "short_lists": "users with fewer than k candidates",
     "outside_catalogue": "list slots outside the catalogue",
     "test_events": "prediction events (of the test clicks)",
@@ -131,8 +131,9 @@ def quality_rows(split: dict[str, Any]) -> list[dict[str, Any]]:
     for fact in split.get("data_quality", []):
         label = QUALITY_LABELS.get(fact["fact"], fact["fact"])
         if fact.get("k") is not None:
-            label = label.replace("k-th and (k+1)-th", f"{fact['k']}-th and {fact['k'] + 1}-th")
-            label = label.replace("than k", f"than {fact['k']}")
+            k = fact["k"]
+            label = label.replace("ranks k and k+1", f"ranks {k} and {k + 1}")
+            label = label.replace("than k", f"than {k}")
         if fact.get("model"):
             label = f"{fact['model']}: {label}"
         share = f"{100 * fact['share']:.2f}%"

@@ -13,7 +13,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, POSITION, RANK, SCORE, SESSION
-from receval_spark.ranking.models.item_knn import cosine_order
+from receval_spark.expressions import cosine_order
 
 EVENT = [SESSION, POSITION]
 

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import math
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, SCORE, USER
+from receval_spark.expressions import cosine, cosine_order
 from receval_spark.metrics.aggregate import exact_sum
 from receval_spark.ranking.models.common import dense_ids
 
@@ -33,33 +34,6 @@ PAIR_BITS = 32  # an item pair (a, b) of dense numbers as one long: a * 2^PAIR_B
 PAIR_BASE = 1 << PAIR_BITS
 PAIRS_PER_PARTITION = 1_000_000  # co-occurring pairs per task (pair_partitions)
 RANK = "neighbour_rank"  # 1 = the most similar other item
-DIGITS = 10**9  # cosine_order's fraction: two longs of 9 decimals each
-
-
-def cosine(both: str, support: str, other: str) -> Column:
-    """The cosine both / sqrt(support * other) of counts (long columns) as the double
-    sqrt(double(both²) / double(support * other)): IEEE division and square root are correctly
-    rounded, so equal rationals both² / (support * other) give the same double (while both² and
-    the product are below 2^53, exact as doubles), where both / sqrt(...) rounds twice (1/√3
-    and 3/√27 differ in the last bit)."""
-    square = (F.col(both) * F.col(both)).cast("double")
-    return F.sqrt(square / (F.col(support) * F.col(other)).cast("double"))
-
-
-def cosine_order(both: str, other: str) -> list[Column]:
-    """Window sort keys, most similar first, of the cosines both / sqrt(|S_i| * other) of one
-    item i's neighbours (|S_i| is common, so they are ordered as the rationals both² / other):
-    the integer part of both² / other, then its first 18 decimals as two floors of 9 digits,
-    by long division only. Exact while every support (``other``) is at most 10^9: both² fits a
-    long, and two distinct ratios of such denominators differ by at least 10^-18, so their keys
-    differ; equal ratios (1/3 and 9/27) get equal keys, left for the item id to break."""
-    square, below = F.col(both) * F.col(both), F.col(other)
-    rest = square % below
-    return [
-        F.call_function("div", square, below).desc(),
-        F.call_function("div", rest * DIGITS, below).desc(),
-        F.call_function("div", rest * DIGITS % below * DIGITS, below).desc(),
-    ]
 
 
 def pair_partitions(pairs: DataFrame) -> int:

@@ -10,8 +10,9 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from receval_spark.config import ItemKnnModel
+from receval_spark.expressions import cosine_order
 from receval_spark.ranking.models import fit_model
-from receval_spark.ranking.models.item_knn import cosine_order, item_neighbours
+from receval_spark.ranking.models.item_knn import item_neighbours
 from receval_spark.ranking.topk import rank_candidates
 
 PAIRS = "user_id int, item_id int"

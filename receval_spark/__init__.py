@@ -2,7 +2,9 @@
 
 The public API (CONTRACT.md "Python API"): :func:`evaluate` and :func:`evaluate_sessions`
 return an :class:`Evaluation` of Spark DataFrames; :func:`write_reports` commits it;
-:func:`read_reports` and :func:`render_report` read committed reports back. The names load
+:func:`judge` gives tonight's verdict against the committed history before anything is
+written; :func:`read_reports` and :func:`render_report` read committed reports back;
+:func:`run_job` is the whole nightly job (the command line's run shell). The names load
 on first use, so ``import receval_spark.config`` (and the CLI's ``--help``) stay fast.
 """
 
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
         Evaluation,
         evaluate,
         evaluate_sessions,
+        judge,
         read_reports,
         render_report,
         write_reports,
@@ -26,6 +29,8 @@ if TYPE_CHECKING:
     from receval_spark.config import JobConfig, SessionJobConfig
     from receval_spark.errors import ConfigError, InputError
     from receval_spark.extensions import register_metric
+    from receval_spark.judge import Judgement
+    from receval_spark.run import Run, run_job
 
 __all__ = [
     "Commit",
@@ -33,18 +38,23 @@ __all__ = [
     "Evaluation",
     "InputError",
     "JobConfig",
+    "Judgement",
+    "Run",
     "SessionJobConfig",
     "__version__",
     "evaluate",
     "evaluate_sessions",
+    "judge",
     "read_reports",
     "register_metric",
     "render_report",
+    "run_job",
     "write_reports",
 ]
 _MODULES = {"ConfigError": "errors", "InputError": "errors", "JobConfig": "config"}
 _MODULES["SessionJobConfig"] = "config"
 _MODULES["register_metric"] = "extensions"
+_MODULES |= {"Judgement": "judge", "Run": "run", "run_job": "run"}
 
 
 def __getattr__(name: str) -> Any:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime as dt
-import functools
 import os
 import platform
 import uuid
@@ -28,7 +27,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from receval_spark import __version__
-from receval_spark.alerts import regressions
 from receval_spark.cache import CachedTables, tracking_cache
 from receval_spark.columns import RATING
 from receval_spark.config import JobConfig, SessionJobConfig, validate_config
@@ -41,18 +39,13 @@ from receval_spark.config_files import (
 from receval_spark.errors import ConfigError, InputError
 from receval_spark.io import (
     REPORT_DATASETS,
-    committed_runs,
     local_path,
     read_committed,
     read_log,
     report_root,
 )
 from receval_spark.io import write_reports as commit_datasets
-from receval_spark.metrics.compare import (
-    comparison_rows,
-    earlier_differences,
-    holm_adjusted,
-)
+from receval_spark.judge import Judgement, judge_outcome
 from receval_spark.progress import StageClock
 from receval_spark.ranking.pipeline import evaluate as evaluate_ranking
 from receval_spark.ranking.pipeline import read_inputs
@@ -91,8 +84,10 @@ def new_run_id(now: dt.datetime) -> str:
 class Evaluation:
     """One evaluation run of either protocol: the report datasets as Spark DataFrames with
     the contract's schemas (``metrics``, ``comparisons``, ``per_user``, ``long_tail``,
-    ``off_policy``, ``runs``; None where the run has no such dataset), and the driver-side
-    ``outcome`` they were built from (rows, checks, warnings, stage timings).
+    ``off_policy``, ``runs``; None where the run has no such dataset), the driver-side
+    ``outcome`` they were built from (rows, checks, warnings, stage timings), and the run's
+    own ``judgement`` (its comparisons with the baseline, Holm-adjusted as one family, and its
+    status; :func:`judge` adds the earlier dates of an output).
 
     The small datasets are local data; ``per_user`` and ``long_tail`` are lazy. With
     ``keep_cached=True`` the run's cached intermediates stay until :meth:`release` or the end
@@ -106,6 +101,7 @@ class Evaluation:
     finished_at: dt.datetime
     config: JobConfig | SessionJobConfig
     outcome: Outcome
+    judgement: Judgement
     metrics: DataFrame
     runs: DataFrame
     comparisons: DataFrame | None = None
@@ -154,20 +150,29 @@ class Evaluation:
 
 @dataclass(frozen=True)
 class Commit:
-    """What :func:`write_reports` committed: where, for which run date, the datasets, the
-    run's final status (``succeeded``, ``regressed`` or ``failed_checks``) and the regression
-    alerts that fired against earlier dates; ``seconds``: the wall time of the commit
-    (writing computes the lazy datasets); ``comparisons``: the committed comparisons, those
-    against the previous run date's per-user values included."""
+    """What :func:`write_reports` committed: where, for which run date, the datasets, and the
+    :class:`Judgement` the run record states (``status``, ``alerts``, ``comparisons``: the
+    committed ones, those against earlier run dates included); ``seconds``: the wall time of
+    the commit (writing computes the lazy datasets)."""
 
     output: str
     run_date: dt.date
     run_id: str
     datasets: tuple[str, ...]
-    status: str
-    alerts: list[str]
+    judgement: Judgement = field(repr=False)
     seconds: float
-    comparisons: list[ComparisonRow] = field(default_factory=list, repr=False)
+
+    @property
+    def status(self) -> str:
+        return self.judgement.status
+
+    @property
+    def alerts(self) -> list[str]:
+        return self.judgement.alerts
+
+    @property
+    def comparisons(self) -> list[ComparisonRow]:
+        return self.judgement.comparisons
 
 
 def evaluate(
@@ -233,50 +238,75 @@ def evaluate_sessions(
     )
 
 
+def judge(evaluation: Evaluation, output: str | None = None) -> Judgement:
+    """Tonight's verdict against the reports committed at ``output`` (default: the config's
+    ``output.path``), before anything is written: every comparison (with the baseline and,
+    where earlier dates committed per-user rows, each model against its own values there),
+    Holm-adjusted as one family; the regression alerts of ``evaluation.alerts`` against the
+    earlier dates; the status the run record will state. Reads the history once; writes
+    nothing. Pass the result to :func:`write_reports` to commit exactly this verdict."""
+    output = output if output is not None else evaluation.config.output.path
+    check_output_path(output)
+    return _judge(
+        evaluation.outcome,
+        evaluation.config,
+        run_date=evaluation.run_date,
+        per_user=evaluation.per_user,
+        spark=evaluation.metrics.sparkSession,
+        output=output,
+    )
+
+
 def write_reports(
-    evaluation: Evaluation, output: str | None = None, *, per_user: bool | None = None
+    evaluation: Evaluation,
+    output: str | None = None,
+    *,
+    per_user: bool | None = None,
+    judgement: Judgement | None = None,
 ) -> Commit:
     """Commit the evaluation's report datasets for its run date (all together or none;
     other dates are never touched), and return the commit.
 
     ``output``: a local folder or a Hadoop URI (default: the config's ``output.path``);
-    ``per_user``: also write ``per_user`` (default: ``output.per_user``). The regression
-    alerts of ``evaluation.alerts`` are evaluated against the dates committed earlier at
-    ``output`` and the run record's status says whether one fired.
+    ``per_user``: also write ``per_user`` (default: ``output.per_user``); ``judgement``: the
+    verdict of :func:`judge` against the same output (default: judged here), whose status,
+    alerts and comparisons the commit writes.
     """
     config = evaluation.config
+    output = output if output is not None else config.output.path
+    if judgement is None:
+        judgement = judge(evaluation, output)
+    elif judgement.output != output:
+        raise ConfigError(
+            f"judgement: it was made against {judgement.output}, not {output}; judge the "
+            "evaluation against the output it is written to (rv.judge(evaluation, output))"
+        )
     spark = evaluation.metrics.sparkSession
     with StageClock(spark, run=config.run.name) as clock:
         clock.start("write")
-        commit = _commit(evaluation, output, per_user=per_user)
-        clock.note(datasets=len(commit.datasets), status=commit.status)
+        datasets = _commit(evaluation, output, judgement, per_user=per_user)
+        clock.note(datasets=len(datasets), status=judgement.status)
         clock.stop()
-    return dataclasses.replace(commit, seconds=clock.seconds["write"])
+    return Commit(
+        output=output,
+        run_date=evaluation.run_date,
+        run_id=evaluation.run_id,
+        datasets=datasets,
+        judgement=judgement,
+        seconds=clock.seconds["write"],
+    )
 
 
-def _commit(evaluation: Evaluation, output: str | None, *, per_user: bool | None) -> Commit:
-    """write_reports' work (its seconds are filled in by the caller)."""
+def _commit(
+    evaluation: Evaluation, output: str, judgement: Judgement, *, per_user: bool | None
+) -> tuple[str, ...]:
+    """Write and commit the report datasets as ``judgement`` says; their names."""
     config = evaluation.config
-    output = output if output is not None else config.output.path
-    check_output_path(output)
     per_user = config.output.per_user if per_user is None else per_user
-    alerts: list[str] = []
     spark = evaluation.metrics.sparkSession
-    comparisons, earlier = _with_earlier_dates(evaluation, output)
-    if config.evaluation.alerts:
-        history = _committed(spark, output, "metrics", before=evaluation.run_date)
-        rules = config.evaluation.alerts
-        alerts = regressions(
-            evaluation.outcome.metrics,
-            history.toPandas(),
-            rules,
-            comparisons=comparisons,
-            per_user_dates=earlier,
-        )
-    status = _status(evaluation.outcome, alerts)
     tables: dict[str, DataFrame] = {"metrics": evaluation.metrics.coalesce(1)}
     if evaluation.comparisons is not None:
-        committed = comparisons_table(spark, comparisons, run_id=evaluation.run_id)
+        committed = comparisons_table(spark, judgement.comparisons, run_id=evaluation.run_id)
         tables["comparisons"] = committed.coalesce(1)
     for name, table in (
         ("long_tail", evaluation.long_tail),
@@ -293,8 +323,7 @@ def _commit(evaluation: Evaluation, output: str | None, *, per_user: bool | None
         run_id=evaluation.run_id,
         started_at=evaluation.started_at,
         finished_at=evaluation.finished_at,
-        status=status,
-        alerts=alerts,
+        judgement=judgement,
     )
     tables["runs"] = runs_table(spark, record).coalesce(1)
     commit_datasets(
@@ -305,59 +334,28 @@ def _commit(evaluation: Evaluation, output: str | None, *, per_user: bool | None
         lease_seconds=config.output.lease_seconds,
         catalog=config.output.catalog,
     )
-    return Commit(
+    return tuple(tables)
+
+
+def _judge(
+    outcome: Outcome,
+    config: JobConfig | SessionJobConfig,
+    *,
+    run_date: dt.date,
+    per_user: DataFrame | None,
+    spark: SparkSession,
+    output: str | None,
+) -> Judgement:
+    """The statistics step (receval_spark.judge) of one outcome of ``config``; ``per_user``:
+    the run's per-user table in the report's columns (ranking only)."""
+    return judge_outcome(
+        outcome,
+        run_date=run_date.isoformat(),
+        rules=config.evaluation.alerts,
+        per_user=per_user if isinstance(config, JobConfig) else None,
+        spark=spark,
         output=output,
-        run_date=evaluation.run_date,
-        run_id=evaluation.run_id,
-        datasets=tuple(tables),
-        status=status,
-        alerts=alerts,
-        comparisons=comparisons,
-        seconds=0.0,
     )
-
-
-def _with_earlier_dates(
-    evaluation: Evaluation, output: str
-) -> tuple[list[ComparisonRow], list[str]]:
-    """The run's comparisons and, when earlier run dates committed ``per_user`` rows, every
-    model against its own values of the latest of them (baseline ``<model>@<date>``) and, for
-    each alert rule ``against: window``, against each user's mean over the rule's window of
-    them (``<model>@<first>..<last>``), Holm-adjusted as one family with the others (DESIGN
-    §7); and those earlier dates, ascending."""
-    comparisons = list(evaluation.outcome.comparisons)
-    if evaluation.per_user is None or evaluation.comparisons is None:
-        return comparisons, []
-    spark = evaluation.metrics.sparkSession
-    committed = committed_runs(read_log(spark, report_root(output)))
-    earlier = sorted(
-        date
-        for date, state in committed.items()
-        if date < evaluation.run_date.isoformat() and "per_user" in state.datasets
-    )
-    if not earlier:
-        return comparisons, []
-    windows = {(earlier[-1],)} | {
-        tuple(rule.earlier_dates(earlier))
-        for rule in evaluation.config.evaluation.alerts
-        if rule.significance is not None
-    }
-    rows = read_committed(
-        spark,
-        output,
-        "per_user",
-        schema=REPORT_SCHEMAS["per_user"],
-        dates=sorted(set().union(*windows)),
-        committed=committed,
-    )
-    differences = [
-        earlier_differences(
-            evaluation.per_user, rows.filter(F.col("run_date").isin(*dates)), dates=dates
-        )
-        for dates in sorted(windows)
-    ]
-    together = functools.reduce(DataFrame.unionByName, differences)
-    return holm_adjusted(comparisons + comparison_rows(together)), earlier
 
 
 def run_summary(evaluation: Evaluation, commit: Commit) -> dict[str, Any]:
@@ -504,6 +502,12 @@ def _given(
     return given
 
 
+def load_job_config(config: ConfigLike, schema: type[_Config]) -> _Config:
+    """The validated config of ``schema`` from a mapping, a YAML path or a config object, its
+    input paths checked (ConfigError / InputError naming the problem)."""
+    return _job_config(config, schema, {})
+
+
 def _job_config(
     config: ConfigLike, schema: type[_Config], given: Mapping[str, DataFrame]
 ) -> _Config:
@@ -611,8 +615,10 @@ def _evaluation(
     started_at: dt.datetime,
     cached: CachedTables,
 ) -> Evaluation:
-    """The report datasets of one outcome."""
+    """The report datasets of one outcome, with its own judgement (no history)."""
     finished_at = utc_now()
+    run_date = config.run.date or started_at.date()
+    judgement = _judge(outcome, config, run_date=run_date, per_user=None, spark=spark, output=None)
     record = _record(
         spark,
         config,
@@ -620,20 +626,20 @@ def _evaluation(
         run_id=run_id,
         started_at=started_at,
         finished_at=finished_at,
-        status=_status(outcome, []),
-        alerts=[],
+        judgement=judgement,
     )
     return Evaluation(
         run_id=run_id,
-        run_date=config.run.date or started_at.date(),
+        run_date=run_date,
         started_at=started_at,
         finished_at=finished_at,
         config=config,
         outcome=outcome,
+        judgement=judgement,
         metrics=metrics_table(spark, outcome.metrics, run_id=run_id),
         runs=runs_table(spark, record),
         comparisons=(
-            comparisons_table(spark, outcome.comparisons, run_id=run_id)
+            comparisons_table(spark, judgement.comparisons, run_id=run_id)
             if isinstance(config, JobConfig)
             else None
         ),
@@ -656,13 +662,6 @@ def _evaluation(
     )
 
 
-def _status(outcome: Outcome, alerts: list[str]) -> str:
-    """failed_checks if a check failed, else regressed if an alert fired, else succeeded."""
-    if not outcome.passed:
-        return "failed_checks"
-    return "regressed" if alerts else "succeeded"
-
-
 def _record(
     spark: SparkSession,
     config: JobConfig | SessionJobConfig,
@@ -671,22 +670,21 @@ def _record(
     run_id: str,
     started_at: dt.datetime,
     finished_at: dt.datetime,
-    status: str,
-    alerts: list[str],
+    judgement: Judgement,
 ) -> RunRecord:
-    """The ``runs`` row of one run."""
+    """The ``runs`` row of one run, with the status and alerts of its ``judgement``."""
     return RunRecord(
         run_id=run_id,
         run_name=config.run.name,
         started_at=started_at,
         finished_at=finished_at,
-        status=status,
+        status=judgement.status,
         config=config.model_dump(mode="json"),
         split=outcome.split,
         n_users_evaluated=outcome.n_users_evaluated,
         versions=versions(spark),
         checks=outcome.checks,
         warnings=outcome.warnings,
-        alerts=alerts,
+        alerts=judgement.alerts,
         tuning=outcome.tuning,
     )

@@ -9,7 +9,6 @@ record is written first, with the failure stated); 3 a regression alert fired
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import json
 import logging
 import os
@@ -28,9 +27,9 @@ from receval_spark.progress import LOGGER
 from receval_spark.registry import HEADLINE_METRICS, definitions
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
     from receval_spark.api import Commit, Evaluation
+    from receval_spark.run import Run
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_REGRESSED = 0, 1, 2, 3
 
@@ -164,35 +163,31 @@ def _with_remote(overrides: tuple[str, ...], remote: str | None) -> tuple[str, .
     return (*overrides, f"spark.remote={remote}") if remote else overrides
 
 
-def _run(
-    config: JobConfig | SessionJobConfig,
-    evaluate: Callable[..., Evaluation],
-    *,
-    verbose: bool,
-) -> tuple[Evaluation, Commit]:
-    """Start (or reuse) Spark, evaluate with the API, commit, stop what we started; render."""
+def _run(config: JobConfig | SessionJobConfig, *, verbose: bool) -> Run:
+    """Start (or reuse) Spark, run the job through the public run shell
+    (receval_spark.run.run_job), stop what we started; print where the report went and what
+    the shell could not do."""
     from pyspark.sql import SparkSession  # imported late: --help and config errors stay fast
 
-    from receval_spark.api import write_reports
-    from receval_spark.io import refuse_if_held
+    from receval_spark.run import run_job
     from receval_spark.spark import build_session
 
     owns_session = SparkSession.getActiveSession() is None
     spark = build_session(config.spark, app_name=f"receval:{config.run.name}", quiet=not verbose)
     try:
-        refuse_if_held(spark, config.output.path, lease_seconds=config.output.lease_seconds)
         quieted = contextlib.nullcontext() if verbose else _quiet_failures()
-        with (
-            _progress_lines(_given("quiet")),
-            quieted,
-            evaluate(spark, config, keep_cached=True) as evaluation,
-        ):
-            commit = write_reports(evaluation)
-        _track(evaluation, commit, _render(spark, config.output.path, commit.run_date))
+        with _progress_lines(_given("quiet")), quieted:
+            done = run_job(spark, config)
     finally:
         if owns_session:
             spark.stop()
-    return evaluation, commit
+    if done.report is not None:
+        click.echo(f"report: {done.report}")
+    if done.tracked is not None:
+        click.echo(f"mlflow run: {done.tracked}")
+    for note in done.notes:
+        click.echo(f"{'warning' if note.startswith('tracking') else 'note'}: {note}", err=True)
+    return done
 
 
 # PySpark's (Python) loggers of an error's DataFrame or SQL query context: they print a trace.
@@ -217,39 +212,6 @@ def _quiet_failures() -> Iterator[None]:
     finally:
         for logger, level in zip(loggers, saved, strict=True):
             logger.setLevel(level)
-
-
-def _render(spark: SparkSession, output_path: str, run_date: dt.date) -> Path | None:
-    """Render the human report of the committed run into ``output.path/report/DATE/``; for an
-    output on another filesystem, say how to render it locally from there."""
-    from receval_spark.api import render_report
-    from receval_spark.io import local_path
-
-    if local_path(output_path) is None:
-        click.echo(
-            f"note: {output_path} is not on the local filesystem; render the human report "
-            f"with: receval report --reports {output_path} --date {run_date} --out report.html",
-            err=True,
-        )
-        return None
-    page = render_report(spark, output_path, date=run_date.isoformat())
-    click.echo(f"report: {page}")
-    return page
-
-
-def _track(evaluation: Evaluation, commit: Commit, report: Path | None) -> None:
-    """Log the run to MLflow when ``tracking.mlflow`` is configured; a tracking failure is a
-    warning (the reports are committed, the exit status stays the run's)."""
-    if evaluation.config.tracking.mlflow is None:
-        return
-    from receval_spark.tracking import log_run
-
-    try:
-        run_id = log_run(evaluation, commit, report=report)
-    except Exception as exc:  # MLflow's errors (unreachable server, permissions) vary
-        click.echo(f"warning: tracking.mlflow: {type(exc).__name__}: {first_line(exc)}", err=True)
-        return
-    click.echo(f"mlflow run: {run_id}")
 
 
 def _finish(evaluation: Evaluation, commit: Commit) -> int:
@@ -282,9 +244,8 @@ def _finish(evaluation: Evaluation, commit: Commit) -> int:
 def evaluate(config_path: str, overrides: tuple[str, ...], remote: str | None) -> int:
     """Split, score every configured model and write the reports for run.date."""
     config = load_config(config_path, _with_remote(overrides, remote))
-    from receval_spark.api import evaluate as evaluate_ranking
-
-    evaluation, commit = _run(config, evaluate_ranking, verbose=_given("verbose"))
+    done = _run(config, verbose=_given("verbose"))
+    evaluation, commit = done.evaluation, done.commit
     outcome = evaluation.outcome
     click.echo(
         f"run {commit.run_id} ({commit.run_date}): {outcome.n_users_evaluated} users "
@@ -338,9 +299,8 @@ def evaluate(config_path: str, overrides: tuple[str, ...], remote: str | None) -
 def sessions(config_path: str, overrides: tuple[str, ...], remote: str | None) -> int:
     """Session-based next-item protocol: preprocess, split, predict every next click."""
     config = load_config(config_path, _with_remote(overrides, remote), schema=SessionJobConfig)
-    from receval_spark.api import evaluate_sessions
-
-    evaluation, commit = _run(config, evaluate_sessions, verbose=_given("verbose"))
+    done = _run(config, verbose=_given("verbose"))
+    evaluation, commit = done.evaluation, done.commit
     outcome = evaluation.outcome
     click.echo(
         f"run {commit.run_id} ({commit.run_date}): {outcome.n_users_evaluated} prediction "

@@ -98,16 +98,15 @@ def paired_statistics(differences: DataFrame, *, by: Sequence[str]) -> DataFrame
 def compare_run(
     per_user_by_protocol: dict[str, DataFrame | None], *, baseline: str
 ) -> list[ComparisonRow]:
-    """Every comparison of the run (:func:`compare_models` under each protocol), Holm-adjusted
-    as one family per test over all of them: every protocol, segment, metric and k together
-    (DESIGN §7), ``holm_family_size`` = the number of comparisons."""
-    rows = [
+    """Every comparison of the run with the baseline (:func:`compare_models` under each
+    protocol), not yet adjusted: the run's one Holm family also holds the comparisons with
+    earlier dates, so the adjustment is the judge's (receval_spark.judge, once per run)."""
+    return [
         dataclasses.replace(c, protocol=protocol)
         for protocol, per_user in per_user_by_protocol.items()
         if per_user is not None
         for c in compare_models(per_user, baseline=baseline)
     ]
-    return holm_adjusted(rows)
 
 
 def holm_adjusted(rows: list[ComparisonRow]) -> list[ComparisonRow]:

@@ -1,0 +1,100 @@
+"""The one run shell both protocols share: refuse early if another writer holds the output,
+read the inputs and evaluate (:func:`receval_spark.api.evaluate` /
+:func:`~receval_spark.api.evaluate_sessions`), judge against the committed history
+(:func:`~receval_spark.api.judge`), commit (:func:`~receval_spark.api.write_reports`), render
+the human report, log to MLflow. The command line is this function plus printing; a
+scheduler's or a notebook's Python calls it as ``rv.run_job(spark, config)``
+(docs/usage.md#the-nightly-job-from-python).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from receval_spark.api import (
+    Commit,
+    ConfigLike,
+    Evaluation,
+    evaluate,
+    evaluate_sessions,
+    judge,
+    load_job_config,
+    render_report,
+    write_reports,
+)
+from receval_spark.config import JobConfig, SessionJobConfig
+from receval_spark.io import local_path, refuse_if_held
+
+
+@dataclass(frozen=True)
+class Run:
+    """One finished run: its ``evaluation``, the ``commit`` (status, alerts, comparisons),
+    the rendered ``report`` (None where the output is not local: ``notes`` says how to render
+    it), the MLflow run id (``tracked``; None when tracking is off or failed) and ``notes``:
+    what the shell could not do that does not fail the run (rendering elsewhere, tracking)."""
+
+    evaluation: Evaluation
+    commit: Commit
+    report: Path | None = None
+    tracked: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def run_job(
+    spark: SparkSession,
+    config: ConfigLike,
+    *,
+    protocol: str | None = None,
+) -> Run:
+    """The nightly job: evaluate ``config`` (a ranking or, with ``protocol="session"`` or a
+    :class:`SessionJobConfig`, a session job), judge it against the reports at
+    ``output.path``, commit, render the report and track. Raises ConfigError / InputError
+    (nothing written), WriterConflict when a live writer holds the output (checked before any
+    work), and the commit's own errors."""
+    job: JobConfig | SessionJobConfig
+    if protocol == "session" or isinstance(config, SessionJobConfig):
+        job = load_job_config(config, SessionJobConfig)
+    else:
+        job = load_job_config(config, JobConfig)
+    refuse_if_held(spark, job.output.path, lease_seconds=job.output.lease_seconds)
+    if isinstance(job, SessionJobConfig):
+        evaluation = evaluate_sessions(spark, job, keep_cached=True)
+    else:
+        evaluation = evaluate(spark, job, keep_cached=True)
+    with evaluation:
+        commit = write_reports(evaluation, judgement=judge(evaluation))
+    notes: list[str] = []
+    report = _render(spark, commit, notes)
+    return Run(evaluation, commit, report, _track(evaluation, commit, report, notes), notes)
+
+
+def _render(spark: SparkSession, commit: Commit, notes: list[str]) -> Path | None:
+    """The human report of the committed run in ``output/report/DATE/``; for an output on
+    another filesystem, a note on how to render it locally from there."""
+    if local_path(commit.output) is None:
+        notes.append(
+            f"{commit.output} is not on the local filesystem; render the human report with: "
+            f"receval report --reports {commit.output} --date {commit.run_date} --out report.html"
+        )
+        return None
+    return render_report(spark, commit.output, date=commit.run_date.isoformat())
+
+
+def _track(
+    evaluation: Evaluation, commit: Commit, report: Path | None, notes: list[str]
+) -> str | None:
+    """Log the run to MLflow when ``tracking.mlflow`` is configured; a tracking failure is a
+    note (the reports are committed, the run's status stands)."""
+    if evaluation.config.tracking.mlflow is None:
+        return None
+    from receval_spark.tracking import log_run
+
+    try:
+        return log_run(evaluation, commit, report=report)
+    except Exception as exc:  # MLflow's errors (unreachable server, permissions) vary
+        first = next((line for line in str(exc).splitlines() if line.strip()), "")
+        notes.append(f"tracking.mlflow: {type(exc).__name__}: {first}")
+        return None

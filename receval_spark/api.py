@@ -39,12 +39,12 @@ from receval_spark.config_files import (
 from receval_spark.errors import ConfigError, InputError
 from receval_spark.io import (
     REPORT_DATASETS,
+    commit_datasets,
     local_path,
     read_committed,
     read_log,
     report_root,
 )
-from receval_spark.io import write_reports as commit_datasets
 from receval_spark.judge import Judgement, judge_outcome
 from receval_spark.progress import StageClock
 from receval_spark.ranking.pipeline import evaluate as evaluate_ranking

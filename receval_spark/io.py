@@ -294,7 +294,7 @@ def read_committed(
     return rows.withColumn("run_date", F.col("run_date").cast("string"))
 
 
-def write_reports(
+def commit_datasets(
     tables: Mapping[str, DataFrame],
     *,
     output_path: str,

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 
 from receval_spark import io
 from receval_spark.config import CatalogConfig, InteractionsSource
-from receval_spark.io import read_table, to_uri, write_reports
+from receval_spark.io import commit_datasets, read_table, to_uri
 
 D1, D2 = "2026-01-01", "2026-01-02"
 SCHEMA = "run_id string, i int, value double"
@@ -69,7 +69,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def commit(spark: SparkSession, root: ReportRoot, run_id: str, date: str, **kwargs) -> None:
-    write_reports(
+    commit_datasets(
         tables(spark, run_id, **kwargs), output_path=root.uri, run_date=date, run_id=run_id
     )
 
@@ -160,7 +160,7 @@ def test_failure_while_writing_changes_nothing_readers_see(
     # metrics is written completely before runs fails: readers must never see it
     doomed = {"metrics": frame(spark, "r2"), "runs": failing, "per_user": frame(spark, "r2")}
     with pytest.raises(Exception, match="boom inside a Python UDF"):
-        write_reports(doomed, output_path=report_root.uri, run_date=D1, run_id="r2")
+        commit_datasets(doomed, output_path=report_root.uri, run_date=D1, run_id="r2")
 
     assert {name: committed(spark, report_root, name) for name in ("metrics", "runs")} == before
     assert not data_files(report_root.local / "metrics" / f"run_date={D1}" / "run=r2")
@@ -172,7 +172,7 @@ def test_unknown_dataset_is_refused_before_writing(
     spark: SparkSession, report_root: ReportRoot
 ) -> None:
     with pytest.raises(ValueError, match="unknown report datasets"):
-        write_reports(
+        commit_datasets(
             {"metrics": frame(spark, "r1"), "metricz": frame(spark, "r1")},
             output_path=report_root.uri,
             run_date=D1,
@@ -239,7 +239,7 @@ def test_a_second_writer_fails_naming_the_live_one(
 def test_a_lease_without_heartbeats_lapses(spark: SparkSession, report_root: ReportRoot) -> None:
     """A writer on another host (its pid cannot be checked) that stopped beating."""
     begin_by_hand(spark, report_root, "r2", D1, owner="elsewhere:1", ago=30)
-    write_reports(
+    commit_datasets(
         tables(spark, "r3"), output_path=report_root.uri, run_date=D1, run_id="r3", lease_seconds=20
     )
     assert runs_seen(spark, report_root, "metrics") == {D1: {"r3"}}
@@ -295,20 +295,20 @@ def test_write_reports_to_a_relative_path(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    write_reports(tables(spark, "r1"), output_path="reports", run_date=D1, run_id="r1")
+    commit_datasets(tables(spark, "r1"), output_path="reports", run_date=D1, run_id="r1")
     assert data_files(tmp_path / "reports" / "metrics" / f"run_date={D1}" / "run=r1")
 
 
 def test_write_reports_to_a_file_uri(spark: SparkSession, tmp_path: Path) -> None:
     out = tmp_path / "reports"
-    write_reports(tables(spark, "r1"), output_path=out.as_uri(), run_date=D1, run_id="r1")
+    commit_datasets(tables(spark, "r1"), output_path=out.as_uri(), run_date=D1, run_id="r1")
     assert data_files(out / "metrics" / f"run_date={D1}" / "run=r1")
 
 
 def test_write_reports_to_a_path_with_a_space(spark: SparkSession, tmp_path: Path) -> None:
     """No literal '%20' directory: Hadoop reads a URI's path as written."""
     out = tmp_path / "my reports"
-    write_reports(tables(spark, "r1"), output_path=str(out), run_date=D1, run_id="r1")
+    commit_datasets(tables(spark, "r1"), output_path=str(out), run_date=D1, run_id="r1")
     assert data_files(out / "metrics" / f"run_date={D1}" / "run=r1")
     assert (
         io.read_committed(spark, str(out), "metrics", schema=frame(spark, "x").schema).count() == 3
@@ -370,7 +370,7 @@ def test_a_catalog_table_gains_the_columns_a_newer_dataset_adds(
     output = str(tmp_path / "reports")
     try:
         for date, frame in ((D1, older), ("2026-01-02", newer)):
-            write_reports(
+            commit_datasets(
                 {"comparisons": frame},
                 output_path=output,
                 run_date=date,

@@ -1,5 +1,5 @@
 """Every metric of the ``metrics`` dataset, defined once: family, per-user or group, range,
-direction, cut-off, display, interval method and formula (DESIGN §5, §6, §8).
+direction, cut-off, display, interval method, formula and reference (docs/evaluation.md).
 
 Read by config validation (the allowed names), the intervals (stats: bounds, Wilson for 0/1
 values), the regression alerts (direction), the bootstrap and the compatibility profiles
@@ -41,6 +41,55 @@ PEER_TOOLS: Mapping[str, str] = MappingProxyType(
 )
 SAME = "same"
 
+# the metrics' references (Metric.reference): the papers and books their definitions follow
+ABDOLLAHPOURI_19 = (
+    "Abdollahpouri, Burke & Mobasher, Managing popularity bias in recommender systems "
+    "with personalized re-ranking, FLAIRS 2019 (average recommendation popularity, here "
+    "relative to the catalogue's)"
+)
+DESHPANDE_04 = "Deshpande & Karypis, Item-based top-N recommendation algorithms, ACM TOIS 2004"
+GE_10 = (
+    "Ge, Delgado-Battenfeld & Jannach, Beyond accuracy: evaluating recommender systems by"
+    " coverage and serendipity, RecSys 2010"
+)
+HERLOCKER_04 = (
+    "Herlocker et al., Evaluating collaborative filtering recommender systems, ACM TOIS 2004"
+)
+HIDASI_16 = (
+    "Hidasi, Karatzoglou, Baltrunas & Tikk, Session-based recommendations with recurrent "
+    "neural networks, ICLR 2016; Ludewig & Jannach, Evaluation of session-based "
+    "recommendation algorithms, UMUAI 2018"
+)
+JARVELIN_02 = (
+    "Järvelin & Kekäläinen, Cumulated gain-based evaluation of IR techniques, ACM TOIS "
+    "2002; the exponential gain of Burges et al., Learning to rank using gradient "
+    "descent, ICML 2005"
+)
+LUDEWIG_18 = "Ludewig & Jannach, Evaluation of session-based recommendation algorithms, UMUAI 2018"
+MANNING_08 = (
+    "Manning, Raghavan & Schütze, Introduction to Information Retrieval, Cambridge "
+    "University Press 2008, §8.3"
+)
+MANNING_08_MAP = (
+    "Manning, Raghavan & Schütze, Introduction to Information Retrieval, Cambridge "
+    "University Press 2008, §8.4"
+)
+SHANI_11 = (
+    "Shani & Gunawardana, Evaluating recommendation systems, Recommender Systems Handbook"
+    " 2011, §8.3"
+)
+VARGAS_14 = (
+    "Vargas, Baltrunas, Karatzoglou & Castells, Coverage, redundancy and size-awareness "
+    "in genre diversity for recommender systems, RecSys 2014"
+)
+VOORHEES_99 = "Voorhees, The TREC-8 question answering track report, TREC 1999"
+ZHOU_10 = (
+    "Zhou et al., Solving the apparent diversity-accuracy dilemma of recommender systems, PNAS 2010"
+)
+ZIEGLER_05 = (
+    "Ziegler et al., Improving recommendation lists through topic diversification, WWW 2005"
+)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Metric:
@@ -56,8 +105,10 @@ class Metric:
     ``bootstrapped``: a group statistic whose interval is value ± z·std of a Poisson bootstrap
     over users. ``peer_defined``: Spark MLlib's ``RankingMetrics`` defines it too (reported under
     ``evaluation.definitions`` spark_mllib / recommenders). ``formula``: the definition (of
-    one unit's value for scope ``user``). ``peers``: how each tool of :data:`PEER_TOOLS` that
-    offers the metric defines it (its name there, and what differs); absent: the tool has none.
+    one unit's value for scope ``user``). ``reference``: where the definition comes from (the
+    paper or book, author, venue, year; empty for a user-defined metric). ``peers``: how each
+    tool of :data:`PEER_TOOLS` that offers the metric defines it (its name there, and what
+    differs); absent: the tool has none.
     """
 
     name: str
@@ -71,6 +122,7 @@ class Metric:
     binary: bool = False
     bootstrapped: bool = False
     peer_defined: bool = False
+    reference: str = ""
     peers: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
 
 
@@ -83,6 +135,7 @@ METRICS: tuple[Metric, ...] = (
     _accuracy(
         "precision",
         "hits@k / k (k even where fewer than k candidates exist)",
+        reference=MANNING_08,
         peer_defined=True,
         peers={
             "Spark MLlib": f"`precisionAt(k)`: {SAME}",
@@ -94,6 +147,7 @@ METRICS: tuple[Metric, ...] = (
     _accuracy(
         "recall",
         "hits@k / |Rel(u)|",
+        reference=MANNING_08,
         peer_defined=True,
         peers={
             "Spark MLlib": f"`recallAt(k)`: {SAME}",
@@ -105,17 +159,20 @@ METRICS: tuple[Metric, ...] = (
     _accuracy(
         "hit_rate",
         "1 if hits@k ≥ 1 else 0",
+        reference=DESHPANDE_04,
         binary=True,
         peers={"RePlay": f"`HitRate`: {SAME}", "RecBole": f"`hit`: {SAME}"},
     ),
     _accuracy(
         "mrr",
         "1 / rank of the first relevant item within k, else 0",
+        reference=VOORHEES_99,
         peers={"RePlay": f"`MRR`: {SAME}", "RecBole": f"`mrr`: {SAME}"},
     ),
     _accuracy(
         "map",
         "AP@k = (1 / min(k, |Rel(u)|)) · Σ_{i≤k} Precision@i · rel_i",
+        reference=MANNING_08_MAP,
         peer_defined=True,
         peers={
             "Spark MLlib": f"`meanAveragePrecisionAt(k)`: {SAME}; `meanAveragePrecision` "
@@ -130,6 +187,7 @@ METRICS: tuple[Metric, ...] = (
         "ndcg",
         "DCG@k / IDCG@k, DCG@k = Σ_{i≤k} (2^{g_i} - 1) / log2(i + 1), IDCG@k the DCG of the "
         "user's own grades sorted descending",
+        reference=JARVELIN_02,
         peer_defined=True,
         peers={
             "Spark MLlib": "`ndcgAt(k)`: binary gains (grades ignored); equal to ours at grade 1",
@@ -139,12 +197,21 @@ METRICS: tuple[Metric, ...] = (
             "RecBole": "`ndcg`: binary gains; equal to ours at grade 1",
         },
     ),
-    _accuracy("arhr", "(1 / |Rel(u)|) · Σ_{i≤k} rel_i / i"),
-    _accuracy("f1", "harmonic mean of Precision@k and Recall@k (0 where both are 0)"),
+    _accuracy(
+        "arhr",
+        "(1 / |Rel(u)|) · Σ_{i≤k} rel_i / i",
+        reference=DESHPANDE_04,
+    ),
+    _accuracy(
+        "f1",
+        "harmonic mean of Precision@k and Recall@k (0 where both are 0)",
+        reference=MANNING_08,
+    ),
     # beyond accuracy (DESIGN §6): over the non-empty top-k lists of the evaluated users
     Metric(
         name="coverage",
         family="beyond",
+        reference=GE_10,
         scope="group",
         formula="|(union of the R_k(u)) ∩ I| / |I|, I = items with a train interaction",
         bootstrapped=True,
@@ -160,6 +227,7 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         name="gini",
         family="beyond",
+        reference=SHANI_11,
         scope="group",
         formula="Σ_i (2i - n - 1) f_i / (n Σ_i f_i) over the n catalogue items by f ascending "
         "(0 = equal exposure)",
@@ -170,6 +238,7 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         name="entropy",
         family="beyond",
+        reference=SHANI_11,
         scope="group",
         formula="-Σ_i (f_i/F) log2(f_i/F), F = Σ_i f_i",
         bounds=NON_NEGATIVE,  # <= log2 |I|; not known where the interval is formed
@@ -184,6 +253,7 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         name="novelty",
         family="beyond",
+        reference=ZHOU_10,
         scope="user",
         formula="mean over i ∈ R_k(u) of -log2 p(i)",
         bounds=NON_NEGATIVE,
@@ -198,6 +268,7 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         name="popularity_bias",
         family="beyond",
+        reference=ABDOLLAHPOURI_19,
         scope="group",
         formula="mean train interaction count of the list slots / mean train interaction "
         "count of the catalogue items",
@@ -212,6 +283,7 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         name="personalization",
         family="beyond",
+        reference=ZHOU_10,
         scope="group",
         formula="1 - mean over user pairs of the cosine similarity of their binary list vectors",
         bootstrapped=True,
@@ -219,18 +291,21 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         name="personalization_jaccard",
         family="beyond",
+        reference=ZHOU_10,
         scope="group",
         formula="1 - mean Jaccard similarity of the lists of a seeded sample of user pairs",
     ),
     Metric(
         name="ild_category",
         family="beyond",
+        reference=ZIEGLER_05,
         scope="user",
         formula="1 - mean pairwise cosine of the list items' unit multi-hot category vectors",
     ),
     Metric(
         name="ild_embedding",
         family="beyond",
+        reference=ZIEGLER_05,
         scope="user",
         formula="1 - mean pairwise cosine of the list items' unit embeddings",
         peers={
@@ -244,6 +319,7 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         name="category_coverage",
         family="beyond",
+        reference=VARGAS_14,
         scope="user",
         formula="distinct categories in R_k(u) / categories of the catalogue items",
         peers={"RePlay": "`CategoricalDiversity`: distinct categories in the top k / k"},
@@ -251,6 +327,7 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         name="serendipity",
         family="beyond",
+        reference=GE_10,
         scope="user",
         formula="|{i ∈ R_k(u) ∩ Rel(u) : i unexpected for u}| / k",
         peers={
@@ -264,6 +341,7 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         name="mae",
         family="rating",
+        reference=HERLOCKER_04,
         scope="user",
         formula="mean over test ratings of |r̂ - r|",
         peers={
@@ -278,6 +356,7 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         name="mse",
         family="rating",
+        reference=HERLOCKER_04,
         scope="user",
         formula="mean over test ratings of (r̂ - r)²",
         peers={"Spark MLlib": f"`RegressionEvaluator(metricName='mse')`: {SAME}"},
@@ -288,6 +367,7 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         name="rmse",
         family="rating",
+        reference=HERLOCKER_04,
         scope="group",
         formula="√MSE (its interval: the square roots of MSE's ends)",
         peers={
@@ -303,6 +383,7 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         name="recall",
         family="session",
+        reference=HIDASI_16,
         scope="user",
         formula="share of prediction events whose target is in the top k",
         display="percent",
@@ -311,6 +392,7 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         name="mrr",
         family="session",
+        reference=HIDASI_16,
         scope="user",
         formula="mean over prediction events of 1 / the target's rank within k, else 0",
         display="percent",
@@ -318,12 +400,14 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         name="coverage",
         family="session",
+        reference=LUDEWIG_18,
         scope="group",
         formula="|(union of the events' R_k(e)) ∩ I| / |I|, I = items clicked in train",
     ),
     Metric(
         name="popularity_bias",
         family="session",
+        reference=LUDEWIG_18,
         scope="group",
         formula="mean train clicks of the list slots / mean train clicks of the catalogue items",
         bounds=NON_NEGATIVE,

@@ -143,7 +143,7 @@ class OffPolicyEstimate:
     standard error and 95% interval, the number of logged impressions, the effective sample
     size (sum w)^2 / sum w^2 and the largest weight."""
 
-    group: tuple
+    group: tuple[str, ...]
     estimator: str
     value: float | None
     std_error: float | None

@@ -53,9 +53,10 @@ def rating_errors(predictions: DataFrame, test: DataFrame, *, by: Sequence[str])
 
 @dataclass(frozen=True)
 class RatingError:
-    """One error metric of one model with its 95% interval over ``n_ratings`` test ratings."""
+    """One error metric of one model with its 95% interval over ``n_ratings`` test ratings
+    (``group``: the values of ``by``, the model's name)."""
 
-    group: tuple
+    group: tuple[str, ...]
     metric: str
     value: float | None
     std: float | None

@@ -16,7 +16,7 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from receval_spark import class_archive
-from receval_spark.config import SparkConfig
+from receval_spark.config.common import SparkConfig
 from receval_spark.errors import SetupError
 
 # Defaults sized for the small-to-medium jobs this tool runs; the config's spark.conf wins.
@@ -111,7 +111,9 @@ def _start_quiet_context(settings: Mapping[str, str], *, master: str, app_name: 
     drops ``JVM_STARTUP_NOISE``) and make it the active SparkContext, which the session
     builder then reuses. pyspark's ``launch_gateway(popen_kwargs=...)`` is the hook for this."""
     conf = SparkConf().setMaster(master).setAppName(app_name).setAll(list(settings.items()))
-    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    gateway = launch_gateway(  # type: ignore[no-untyped-call]  # pyspark leaves it untyped
+        conf, popen_kwargs={"stderr": subprocess.PIPE}
+    )
     forward_stderr(gateway.proc.stderr, sys.stderr, drop=JVM_STARTUP_NOISE)
     SparkContext(conf=conf, gateway=gateway)  # connect-ok: the local driver it started
 

@@ -78,7 +78,7 @@ def load_report(spark: SparkSession, output: str, date: str | None = None) -> Re
     for key in ("warnings", "alerts"):
         run[key] = [] if run.get(key) is None else list(run[key])
     earlier = [day for day in dates if day <= date]
-    history = (
+    history: pd.DataFrame = (
         read_committed(
             spark,
             output,
@@ -146,7 +146,7 @@ def split_settings(split: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in split.items() if not isinstance(value, dict | list)}
 
 
-def history_rows(data: ReportData, k: int, *, dates: int = 10) -> dict | None:
+def history_rows(data: ReportData, k: int | None, *, dates: int = 10) -> dict[str, Any] | None:
     """{metric, dates, rows: [{model, values}]}: the first of ``HISTORY_METRICS`` at k per model
     over the last ``dates`` run dates up to the report's; None without such rows."""
     present = set(data.history["metric"]) if not data.history.empty else set()
@@ -182,7 +182,7 @@ def _full(frame: pd.DataFrame) -> pd.DataFrame:
     return frame if frame.empty else frame[_is_full(frame)]
 
 
-def sampled_tables(data: ReportData) -> dict[str, dict]:
+def sampled_tables(data: ReportData) -> dict[str, dict[str, Any]]:
     """One :func:`metric_table` per sampled protocol (``sampled_<N>``), never mixed with
     full-catalogue numbers."""
     if data.sampled.empty:
@@ -206,7 +206,7 @@ def tuning_rows(data: ReportData) -> list[dict[str, str]]:
     ]
 
 
-def metric_table(data: ReportData) -> dict:
+def metric_table(data: ReportData) -> dict[str, Any]:
     """Every metric on segment ``all``: one row per (metric, k), one column per model, the
     value with its interval."""
     frame = data.metrics[data.metrics["segment"] == "all"]
@@ -276,7 +276,7 @@ def sanity_models(data: ReportData) -> set[str]:
     return {m["name"] for m in data.run["config"].get("models", []) if m.get("kind") == "oracle"}
 
 
-def summary_rows(data: ReportData, k: int) -> list[dict[str, Any]]:
+def summary_rows(data: ReportData, k: int | None) -> list[dict[str, Any]]:
     """Per model: the headline metrics at k on segment ``all`` as (value, interval, marker);
     marker ▲/▼ when the Holm-adjusted paired t-test against the baseline is < 0.05."""
     at_k = data.metrics["k"].isna() if k is None else data.metrics["k"] == k
@@ -307,7 +307,7 @@ def summary_rows(data: ReportData, k: int) -> list[dict[str, Any]]:
     return rows
 
 
-def sentences(data: ReportData, k: int) -> list[str]:
+def sentences(data: ReportData, k: int | None) -> list[str]:
     """One sentence per compared model: its NDCG@k difference to the baseline with interval and
     adjusted p-value, joined by "but" to the catalogue coverage of both when coverage moves the
     other way (a trade-off), else by "and"; then one for the baseline itself."""
@@ -328,7 +328,7 @@ def sentences(data: ReportData, k: int) -> list[str]:
         significant = pd.notna(r.p_holm) and r.p_holm < SIGNIFICANCE
         family = getattr(r, "holm_family_size", None)  # absent from reports before it existed
         adjusted = (
-            f"Holm-adjusted over the run's {int(family)} comparisons: p"
+            f"Holm-adjusted over the run's {int(family or 0)} comparisons: p"
             if pd.notna(family)
             else "Holm-adjusted p"
         )

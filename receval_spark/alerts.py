@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from receval_spark.config import AlertRule
+from receval_spark.config.alert_rules import AlertRule
 from receval_spark.registry import definitions
 from receval_spark.results import ComparisonRow, MetricRow, earlier_baseline
 

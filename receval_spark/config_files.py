@@ -13,13 +13,10 @@ from urllib.parse import urlparse
 
 import yaml
 
-from receval_spark.config import (
-    ExternalModel,
-    ExternalSessionModel,
-    JobConfig,
-    SessionJobConfig,
-    validate_config,
-)
+from receval_spark.config.ranking_job import JobConfig
+from receval_spark.config.ranking_models import ExternalModel
+from receval_spark.config.session_job import ExternalSessionModel, SessionJobConfig
+from receval_spark.config.validation import validate_config
 from receval_spark.errors import ConfigError
 
 _PATH_KEYS: tuple[tuple[str, ...], ...] = (

@@ -26,16 +26,15 @@ from receval_spark.columns import (
     TIMESTAMP,
     USER,
 )
-from receval_spark.config import (
-    ClickColumns,
+from receval_spark.config.ranking_data import (
     ImpressionColumns,
     InteractionColumns,
     ItemColumns,
     ItemSegmentColumns,
-    RecommendationColumns,
-    SessionPredictionColumns,
     UserSegmentColumns,
 )
+from receval_spark.config.ranking_models import RecommendationColumns
+from receval_spark.config.session_job import ClickColumns, SessionPredictionColumns
 from receval_spark.epochs import EPOCH_UNIT, check_epoch_range, epoch_range, epoch_timestamp
 from receval_spark.errors import InputError
 
@@ -272,11 +271,11 @@ def canonical_recommendations(
     attributes = {f"attributes[{i}]": name for i, name in enumerate(columns.attributes)}
     require_columns(raw, {**roles, **attributes}, source=source)
     _check_id_types(raw, columns, user_type=user_type, item_type=item_type, source=source)
-    score = (
-        F.col(columns.score).try_cast("double")
-        if columns.score
-        else -F.col(columns.rank).try_cast("double")
-    )
+    if columns.score:
+        score = F.col(columns.score).try_cast("double")
+    else:
+        assert columns.rank is not None  # RecommendationColumns: a score or a rank column
+        score = -F.col(columns.rank).try_cast("double")
     return raw.select(
         F.col(columns.user).try_cast(user_type).alias(USER),
         F.col(columns.item).try_cast(item_type).alias(ITEM),

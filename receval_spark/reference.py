@@ -16,7 +16,8 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from receval_spark import registry
-from receval_spark.config import JobConfig, SessionJobConfig
+from receval_spark.config.ranking_job import JobConfig
+from receval_spark.config.session_job import SessionJobConfig
 
 Row = tuple[str, str, str]  # key, type, default
 
@@ -155,15 +156,15 @@ def metrics_page() -> str:
     for family, title in FAMILIES:
         out += [f"## {title}", ""]
         out += [
-            "| metric | definition | range | better | per k | interval | profiles |",
-            "|---|---|---|---|---|---|---|",
+            "| metric | definition | range | better | per k | interval | profiles | reference |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for m in registry.family(family):
             out.append(
                 f"| `{m.name}` | {_cell(m.formula)} | {_range(m.bounds)} | "
                 f"{'larger' if m.larger_is_better else 'smaller'} | "
                 f"{'yes' if m.has_k else 'no'} | {_interval(m)} | "
-                f"{'yes' if m.peer_defined else 'no'} |"
+                f"{'yes' if m.peer_defined else 'no'} | {_cell(m.reference)} |"
             )
         out.append("")
     return "\n".join(out + _peers_section())

@@ -1,4 +1,5 @@
-"""Sanity checks and warnings written into every run record (DESIGN §7).
+"""Sanity checks and warnings written into every run record
+(docs/statistics.md#sanity-checks-in-runschecks).
 
 A check states something that must hold for the numbers to mean anything; a failed check
 makes the job exit non-zero after writing the run record. A warning flags a protocol choice
@@ -14,7 +15,8 @@ from pyspark.sql import functions as F
 
 from receval_spark import registry
 from receval_spark.columns import TIMESTAMP, USER
-from receval_spark.config import ExternalModel, JobConfig
+from receval_spark.config.ranking_job import JobConfig
+from receval_spark.config.ranking_models import ExternalModel
 from receval_spark.expressions import iso_micros, to_micros
 from receval_spark.metrics.aggregate import union_all
 from receval_spark.quality import Fact
@@ -44,6 +46,7 @@ def temporal_leakage_check(split: Split) -> Check:
     rows = union_all(
         [df.select(F.lit(name).alias("part"), micros.alias("t")) for name, df in parts.items()]
     )
+    assert rows is not None  # train and test at least
     in_part = {name: F.when(F.col("part") == name, F.col("t")) for name in parts}
     bounds = rows.agg(
         *[F.min(c).alias(f"{name}_first") for name, c in in_part.items()],
@@ -94,7 +97,8 @@ def oracle_check(name: str, rows: Sequence[MetricRow], *, coverage: float | None
             "lists lost or reordered items (please report it with the run record)"
         )
     if not ndcg:
-        bad, detail = [name], "no NDCG rows for the oracle (add ndcg to evaluation.metrics)"
+        detail = "no NDCG rows for the oracle (add ndcg to evaluation.metrics)"
+        return Check(f"oracle_ndcg[{name}]", False, detail)
     return Check(f"oracle_ndcg[{name}]", not bad, detail)
 
 
@@ -204,10 +208,10 @@ def same_users_check(per_user: DataFrame, evaluated: DataFrame) -> Check:
     }
     unsettled = sorted({key[1] for key in fingerprints if key not in observed})
     if unsettled:
-        counted = user_counts(
+        recounted = user_counts(
             per_user.filter(F.col("segment").isin(unsettled)), evaluated, keys=keys
         )
-        observed |= {tuple(r[c] for c in keys): r.asDict() for r in counted.collect()}
+        observed |= {tuple(r[c] for c in keys): r.asDict() for r in recounted.collect()}
     models = sorted({key[0] for key in observed})
     problems = []
     for segment, metric, k in sorted({key[1:] for key in observed}, key=str):
@@ -236,13 +240,14 @@ def same_users_check(per_user: DataFrame, evaluated: DataFrame) -> Check:
     )
 
 
-def list_coverage(ranked: DataFrame, *, models: Sequence[str], n_users: int) -> dict[str, float]:
-    """Per model, the share of the evaluated users it has a non-empty list for: distinct users
-    in its rows of ``ranked`` (model, user_id, ...: the lists of the evaluated users) / n_users.
-    One aggregation; one row per model reaches the driver."""
-    users = ranked.groupBy("model").agg(F.countDistinct(USER).alias("users")).collect()
-    with_lists = {r["model"]: r["users"] for r in users}
-    return {model: with_lists.get(model, 0) / n_users for model in models}
+def list_coverage(facts: Sequence[Fact]) -> dict[str, float]:
+    """Per model, the share of the evaluated users it has a list for, from the ``no_list``
+    facts of its lists (receval_spark.ranking.quality.list_facts): (total - count) / total."""
+    return {
+        f.model: (f.total - f.count) / f.total
+        for f in facts
+        if f.fact == "no_list" and f.model is not None
+    }
 
 
 def list_coverage_check(config: JobConfig, coverage: dict[str, float], n_users: int) -> Check:

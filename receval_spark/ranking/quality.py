@@ -24,7 +24,7 @@ from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from receval_spark.columns import GRADE, ITEM, RANK, SCORE, USER
-from receval_spark.config import RelevanceConfig
+from receval_spark.config.ranking_data import RelevanceConfig
 from receval_spark.quality import Fact
 from receval_spark.ranking.relevance import relevance_grade
 

@@ -1,15 +1,16 @@
-"""Relevance: which held-out interactions count, with which grade (DESIGN §3)."""
+"""Relevance: which held-out interactions count, with which grade
+(docs/evaluation.md#relevance-and-evaluated-users)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from receval_spark.columns import GRADE, ITEM, RATING, USER
-from receval_spark.config import RelevanceConfig
+from receval_spark.config.ranking_data import RelevanceConfig
 
 
 def relevance_grade(
@@ -18,7 +19,8 @@ def relevance_grade(
     threshold: float | None = None,
     grades: Mapping[float, float] | None = None,
 ) -> Column:
-    """The grade of one test interaction (DESIGN §3); 0 means not relevant.
+    """The grade of one test interaction; 0 means not relevant
+    (docs/evaluation.md#relevance-and-evaluated-users).
 
     implicit: 1. threshold: 1 if rating >= threshold else 0. graded: rating - threshold + 1 if
     rating >= threshold else 0 (1-5 stars at threshold 4: 4★ -> 1, 4.5★ -> 1.5, 5★ -> 2), or,
@@ -35,6 +37,7 @@ def relevance_grade(
         for value, grade in sorted(grades.items()):
             mapped = F.when(rating == F.lit(float(value)), F.lit(float(grade))).otherwise(mapped)
         return mapped
+    assert threshold is not None  # RelevanceConfig: graded relevance without grades has one
     cut = F.lit(float(threshold))
     return F.when(rating >= cut, rating - cut + F.lit(1.0)).otherwise(F.lit(0.0))
 
@@ -71,7 +74,7 @@ def activity_thresholds(counts: DataFrame) -> DataFrame:
     )
 
 
-def user_segments(users: DataFrame, history: DataFrame, *, segments: list[str]) -> DataFrame:
+def user_segments(users: DataFrame, history: DataFrame, *, segments: Sequence[str]) -> DataFrame:
     """(user_id, segment): every evaluated user is in ``all``; ``warm`` users have train
     interactions, ``cold`` users have none; ``activity=q1..q4`` buckets warm users by their
     train interaction count c against the quartiles t1 <= t2 <= t3 of c over warm evaluated

@@ -1,5 +1,5 @@
-"""Session data (DESIGN §8): standard preprocessing with recorded counts, the time split, and
-the expansion of test sessions into prediction events.
+"""Session data (docs/sessions.md): standard preprocessing with recorded counts, the time
+split, and the expansion of test sessions into prediction events.
 
 The iterative filters checkpoint each round's clicks (``localCheckpoint``): without it every
 round would nest the previous rounds' plans and the query plan grows until the driver fails.
@@ -19,8 +19,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, ORDER, POSITION, SESSION, TARGET, TIMESTAMP
-from receval_spark.config import SessionPreprocessing
-from receval_spark.errors import InputError
+from receval_spark.config.session_job import SessionPreprocessing
+from receval_spark.errors import ConfigError, InputError
 from receval_spark.expressions import iso
 
 
@@ -160,8 +160,9 @@ def preprocess_sessions(clicks: DataFrame, config: SessionPreprocessing) -> Sess
     4. drop test clicks on items absent from train, then test sessions left shorter than 2.
     Raises InputError when train or test ends up empty.
     """
-    steps = [{"step": "input", **click_counts(clicks)}]
-    current, filtered = filter_until_stable(clicks, config, n_clicks=steps[0]["clicks"])
+    counts = click_counts(clicks)
+    steps: list[dict[str, Any]] = [{"step": "input", **counts}]
+    current, filtered = filter_until_stable(clicks, config, n_clicks=counts["clicks"])
     steps += filtered
 
     cut = _cut(current, config)
@@ -267,5 +268,8 @@ def _cut(clicks: DataFrame, config: SessionPreprocessing) -> dt.datetime:
             "preprocessing: no clicks are left after filtering; lower "
             "preprocessing.min_item_support or min_session_length."
         )
+    if config.test_days is None:
+        raise ConfigError("preprocessing: give test_days or cutoff (the test period's start)")
     seconds = math.floor(last / 1_000_000)
-    return dt.datetime.fromtimestamp(seconds, dt.UTC) - dt.timedelta(days=config.test_days)
+    end: dt.datetime = dt.datetime.fromtimestamp(seconds, dt.UTC)
+    return end - dt.timedelta(days=config.test_days)

@@ -1,0 +1,76 @@
+"""Regression alert rules of both jobs (docs/nightly.md#regression-alerts) and the checks that
+a rule names what a run computes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field
+
+from receval_spark.config.common import _Strict
+
+
+class AlertRule(_Strict):
+    """Flag a regression when ``metric@k`` of a model on ``segment`` is worse than the mean of
+    its previous ``window`` run dates by more than ``max_relative_drop`` (relative; for a
+    metric where lower is better, registry ``larger_is_better`` false, e.g. gini, a rise
+    counts). With ``significance`` (alpha), only when the paired comparison of the model's
+    per-user values with its own values ``against`` the previous run date, or each user's mean
+    over the last ``window`` dates that committed per_user rows, is also worse and significant
+    after Holm (needs output.per_user)."""
+
+    metric: str  # a metric the run computes (custom ones included): checked by the job config
+    k: int | None = 10
+    segment: str = "all"
+    max_relative_drop: float = Field(default=0.05, gt=0.0, lt=1.0)
+    window: int = Field(default=7, ge=1)
+    significance: float | None = Field(default=None, gt=0.0, lt=1.0)
+    against: Literal["previous_date", "window"] = "previous_date"
+
+    def earlier_dates(self, dates: Sequence[str]) -> list[str]:
+        """The run dates (of ``dates``, ascending) its paired comparison is against."""
+        return list(dates[-self.window :] if self.against == "window" else dates[-1:])
+
+
+def _alerts_exit_code(code: int) -> int:
+    if code in (1, 2):
+        raise ValueError(
+            f"{code} means {'a failure' if code == 1 else 'bad input'}; use 3 (the default), "
+            "another code from 4 to 255, or 0 to succeed when an alert fires"
+        )
+    return code
+
+
+# the exit status of a run an alert made regressed: 0 for schedulers that treat any other as
+# a failure (the run record and --summary-json still say regressed)
+AlertsExitCode = Annotated[int, Field(ge=0, le=255), AfterValidator(_alerts_exit_code)]
+
+
+def _check_alert(
+    i: int, rule: AlertRule, *, metrics: list[str], ks: list[int], segments: list[str]
+) -> None:
+    """A rule names a metric, k and segment the run computes (else it could never fire), and
+    ``against`` only with the significance test it configures."""
+    where = f"evaluation.alerts.{i}"
+    if rule.against != "previous_date" and rule.significance is None:
+        raise ValueError(
+            f"{where}.against chooses what the significance test compares with; set "
+            "significance (e.g. 0.05) or remove against"
+        )
+    if rule.metric not in metrics:
+        raise ValueError(
+            f"{where}: metric {rule.metric!r} is not computed by this run (computed: "
+            f"{metrics}); add it to evaluation.metrics or change the rule"
+        )
+    if rule.k not in ks:
+        raise ValueError(
+            f"{where}: k {rule.k} is not one of evaluation.k {ks}; add it there or change the rule"
+        )
+    if rule.segment not in segments and not any(
+        s.endswith("=*") and rule.segment.startswith(s[:-1]) for s in segments
+    ):
+        raise ValueError(
+            f"{where}: segment {rule.segment!r} is not computed for {rule.metric} by this run "
+            f"(computed: {segments}); add its segment to evaluation.segments or change the rule"
+        )

@@ -48,7 +48,6 @@ from receval_spark.io import (
 from receval_spark.judge import Judgement, judge_outcome
 from receval_spark.progress import StageClock
 from receval_spark.ranking.pipeline import evaluate as evaluate_ranking
-from receval_spark.ranking.pipeline import read_inputs
 from receval_spark.registry import HEADLINE_METRICS
 from receval_spark.report.render import load_report, write_report
 from receval_spark.results import (
@@ -65,7 +64,7 @@ from receval_spark.results import (
     runs_table,
 )
 from receval_spark.sessions.pipeline import evaluate_sessions as evaluate_session_protocol
-from receval_spark.sessions.pipeline import read_session_inputs
+from receval_spark.sources import read_ranking_inputs, read_session_inputs
 
 ConfigLike = JobConfig | SessionJobConfig | Mapping[str, Any] | str | os.PathLike[str]
 _Config = TypeVar("_Config", JobConfig, SessionJobConfig)
@@ -185,7 +184,7 @@ def evaluate(
     impressions: DataFrame | None = None,
     keep_cached: bool = False,
 ) -> Evaluation:
-    """Evaluate the ranking protocol (DESIGN §§2-7) and return the report datasets; nothing
+    """Evaluate the ranking protocol (docs/evaluation.md) and return the report datasets; nothing
     is written.
 
     ``config``: a mapping or a YAML path with the schema of the YAML config, or a
@@ -203,7 +202,7 @@ def evaluate(
     job = _job_config(config, JobConfig, given)
 
     def compute(clock: StageClock) -> Outcome:
-        return evaluate_ranking(job, read_inputs(spark, job, given), clock=clock)
+        return evaluate_ranking(job, read_ranking_inputs(spark, job, given), clock=clock)
 
     return _run(spark, job, compute, keep_cached=keep_cached)
 
@@ -218,7 +217,7 @@ def evaluate_sessions(
     predictions: Mapping[str, DataFrame] | None = None,
     keep_cached: bool = False,
 ) -> Evaluation:
-    """Evaluate the session-based next-item protocol (DESIGN §8): Recall@k and MRR@k over
+    """Evaluate the session-based next-item protocol (docs/sessions.md): Recall@k and MRR@k over
     every prediction event, coverage and popularity bias of the lists; nothing is written.
 
     ``clicks`` replaces ``data.clicks`` (a raw log, preprocessed and split by the job);

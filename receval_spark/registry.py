@@ -98,7 +98,7 @@ class Metric:
     ``scope``: ``user`` for the mean of one value per unit (evaluated user; prediction event
     under the session protocol; test rating for mae and mse: n_users counts them, std is their
     spread); ``group`` for one statistic of a group's lists (n_users = lists). ``bounds``: the
-    range of a value; every interval stays inside it (DESIGN §7). ``larger_is_better``: the
+    range of a value; every interval stays inside it (docs/statistics.md). ``larger_is_better``: the
     direction a regression alert watches. ``has_k``: one value per cut-off k (else k is null).
     ``display``: how the command line prints it (the Parquet value is always a proportion).
     ``binary``: each per-unit value is 0 or 1, so the mean is a proportion (Wilson interval).
@@ -131,7 +131,8 @@ def _accuracy(name: str, formula: str, **properties: Any) -> Metric:
 
 
 METRICS: tuple[Metric, ...] = (
-    # accuracy (DESIGN §5): per evaluated user at k, then the mean (macro average)
+    # accuracy (docs/evaluation.md, Accuracy metrics): per evaluated user at k, then the mean
+    # (macro average)
     _accuracy(
         "precision",
         "hits@k / k (k even where fewer than k candidates exist)",
@@ -207,7 +208,8 @@ METRICS: tuple[Metric, ...] = (
         "harmonic mean of Precision@k and Recall@k (0 where both are 0)",
         reference=MANNING_08,
     ),
-    # beyond accuracy (DESIGN §6): over the non-empty top-k lists of the evaluated users
+    # beyond accuracy (docs/evaluation.md, Beyond-accuracy metrics): over the non-empty top-k
+    # lists of the evaluated users
     Metric(
         name="coverage",
         family="beyond",
@@ -379,7 +381,7 @@ METRICS: tuple[Metric, ...] = (
         larger_is_better=False,
         has_k=False,
     ),
-    # the session protocol (DESIGN §8): over prediction events (prefix -> next click)
+    # the session protocol (docs/sessions.md): over prediction events (prefix -> next click)
     Metric(
         name="recall",
         family="session",

@@ -2,7 +2,7 @@
 aggregates Spark computes (scipy for distribution functions).
 
 Every metric interval stays inside the metric's range (``bounds`` in receval_spark.registry,
-DESIGN §7): the Wilson score interval for means of 0/1 values (the registry's ``binary``),
+docs/statistics.md): the Wilson score interval for means of 0/1 values (the registry's ``binary``),
 otherwise the t-interval (or the bootstrap normal interval) clipped to the bounds."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-r"""Ranking accuracy per user at every k in one pass, and their macro averages (DESIGN §5).
+r"""Ranking accuracy per user at every k in one pass, and their macro averages
+(docs/evaluation.md, Accuracy metrics).
 
 With R_k(u) the top-k list, rel_i = 1 if the item at rank i is in Rel(u), g_i its grade:
 

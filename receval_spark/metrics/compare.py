@@ -1,4 +1,5 @@
-r"""Paired model comparisons over users (DESIGN §7): Spark computes the sufficient statistics.
+r"""Paired model comparisons over users (docs/statistics.md): Spark computes the sufficient
+statistics.
 
 For a model m, the baseline b and one (segment, metric, k), the users both were evaluated on
 give differences d_u = x_u(m) - x_u(b). Per comparison one aggregation yields

@@ -1,5 +1,6 @@
-r"""Rating-prediction errors over the known test ratings (DESIGN §5, the ``rating_prediction``
-task only: they measure how close predicted ratings are, not how well a model ranks).
+r"""Rating-prediction errors over the known test ratings (docs/evaluation.md, Rating
+prediction; the ``rating_prediction`` task only: they measure how close predicted ratings
+are, not how well a model ranks).
 
 Over the N test ratings r_j with a prediction \hat r_j:
 

@@ -1,5 +1,6 @@
-"""The human report (DESIGN §9): one self-contained HTML page and a Markdown summary, rendered
-from the committed report datasets alone (read through Spark; they are small per run date)."""
+"""The human report (docs/usage.md#the-human-report): one self-contained HTML page and a
+Markdown summary, rendered from the committed report datasets alone (read through Spark; they
+are small per run date)."""
 
 from __future__ import annotations
 

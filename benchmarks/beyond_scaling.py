@@ -23,14 +23,14 @@ from pyspark.sql import functions as F
 
 from receval_spark.columns import GRADE, ITEM, RANK, USER
 from receval_spark.metrics.aggregate import macro_average
-from receval_spark.metrics.beyond import (
+from receval_spark.metrics.group import group_beyond
+from receval_spark.metrics.lists import (
     BeyondInputs,
     catalogue_totals,
-    group_beyond,
     item_statistics,
-    per_user_beyond,
     top_k_lists,
 )
+from receval_spark.metrics.per_user import per_user_beyond
 from receval_spark.ranking.models.popularity import popularity_candidates
 from receval_spark.ranking.topk import top_k
 

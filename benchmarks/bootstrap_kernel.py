@@ -1,6 +1,6 @@
 """The bootstrap's replicated exposure blocks: numpy kernel (pandas UDF) vs Spark fan-out.
 
-``metrics.beyond.bootstrap_blocks`` needs, for every (list group, replicate), the exposure
+``metrics.bootstrap.bootstrap_blocks`` needs, for every (list group, replicate), the exposure
 blocks of ``exposure_blocks`` (items grouped by f, with their count, train interactions and
 pair sum) of the weighted exposure f, s, q with Poisson weights W(user, replicate). Two ways,
 same weights:
@@ -33,13 +33,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, RANK, USER
-from receval_spark.metrics.beyond import (
-    bootstrap_blocks,
-    exposure_blocks,
+from receval_spark.metrics.bootstrap import bootstrap_blocks, replicate_weight
+from receval_spark.metrics.exposure import exposure_blocks, weighted_exposure
+from receval_spark.metrics.lists import (
     item_statistics,
-    replicate_weight,
     top_k_lists,
-    weighted_exposure,
     with_item_popularity,
     with_list_size,
 )

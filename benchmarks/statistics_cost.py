@@ -68,10 +68,10 @@ def time_scaling(base_users: int, data: Path) -> dict[str, float]:
     from pyspark.sql import functions as F
 
     from receval_spark.columns import GRADE, ITEM, RANK, USER
-    from receval_spark.metrics.beyond import (
+    from receval_spark.metrics.group import group_beyond
+    from receval_spark.metrics.lists import (
         BeyondInputs,
         catalogue_totals,
-        group_beyond,
         item_statistics,
         top_k_lists,
     )

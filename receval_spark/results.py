@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from receval_spark.columns import USER
-from receval_spark.metrics.beyond import LONG_TAIL_COUNTS
+from receval_spark.metrics.exposure import LONG_TAIL_COUNTS
 from receval_spark.stats import mean_interval, metric_bounds, normal_interval
 
 SCALAR_TYPES: dict[type, T.DataType] = {

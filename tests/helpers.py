@@ -712,12 +712,8 @@ def beyond_metric(
     ``metadata`` is ``categories`` and/or ``units``."""
     from pyspark.sql import functions as F
 
-    from receval_spark.metrics.beyond import (
-        BeyondInputs,
-        catalogue_totals,
-        item_statistics,
-        per_user_beyond,
-    )
+    from receval_spark.metrics.lists import BeyondInputs, catalogue_totals, item_statistics
+    from receval_spark.metrics.per_user import per_user_beyond
 
     spark = lists.sparkSession
     if ks is None:

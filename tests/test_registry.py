@@ -12,7 +12,7 @@ from helpers import REPO
 from receval_spark import cli, config
 from receval_spark.config import validate_config
 from receval_spark.errors import ConfigError
-from receval_spark.metrics.beyond import BOOTSTRAPPED_METRICS
+from receval_spark.metrics.bootstrap import BOOTSTRAPPED_METRICS
 from receval_spark.metrics.compat import COMPAT_METRICS
 from receval_spark.registry import (
     METRICS,

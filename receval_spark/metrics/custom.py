@@ -38,7 +38,8 @@ from receval_spark.columns import GRADE, ITEM, RANK, USER
 from receval_spark.errors import InputError, first_line
 from receval_spark.extensions import CustomMetric
 from receval_spark.metrics.aggregate import union_all
-from receval_spark.metrics.beyond import replicate_weight, top_k_lists
+from receval_spark.metrics.bootstrap import replicate_weight
+from receval_spark.metrics.lists import top_k_lists
 
 KEYS = ("model", USER, "k")
 

@@ -32,11 +32,9 @@ from receval_spark.errors import InputError
 from receval_spark.inputs import canonical_clicks, canonical_session_predictions, validate_clicks
 from receval_spark.io import read_table, reading
 from receval_spark.metrics.aggregate import union_all
-from receval_spark.metrics.beyond import (
+from receval_spark.metrics.exposure import exposure_blocks, group_statistics, item_exposure
+from receval_spark.metrics.lists import (
     catalogue_totals,
-    exposure_blocks,
-    group_statistics,
-    item_exposure,
     item_statistics,
     list_counts,
     top_k_lists,

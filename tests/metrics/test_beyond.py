@@ -15,26 +15,27 @@ from chispa import assert_df_equality
 from helpers import beyond_metric
 from pyspark.sql import functions as F
 
-from receval_spark.metrics import beyond
-from receval_spark.metrics.beyond import (
-    BeyondInputs,
-    bootstrap_std,
-    catalogue_totals,
+from receval_spark.metrics import bootstrap_kernel
+from receval_spark.metrics.bootstrap import bootstrap_std, poisson_weight
+from receval_spark.metrics.diversity import jaccard_pair_distances, unit_vectors
+from receval_spark.metrics.exposure import (
     exposure_blocks,
-    group_beyond,
-    group_values,
+    exposure_statistics,
     item_exposure,
+    long_tail,
+)
+from receval_spark.metrics.group import group_beyond
+from receval_spark.metrics.lists import (
+    BeyondInputs,
+    catalogue_totals,
     item_statistics,
-    jaccard_pair_distances,
     list_counts,
     list_holders,
-    long_tail,
-    per_user_beyond,
-    poisson_weight,
     ranked_lists,
     top_k_lists,
-    unit_vectors,
+    with_list_size,
 )
+from receval_spark.metrics.per_user import per_user_beyond
 
 HISTORY = "user_id int, item_id int"
 LISTS = "user_id int, k int, item_id int"
@@ -74,7 +75,9 @@ def blocks_of(lists, catalogue):
 
 def statistics_of(lists, catalogue, totals):
     """The group statistics of every k (one row per k) of the (user_id, k, item_id) lists."""
-    return group_values(blocks_of(lists, catalogue), list_counts(lists, by=["k"]), totals, by=["k"])
+    return exposure_statistics(
+        blocks_of(lists, catalogue), list_counts(lists, by=["k"]), totals, by=["k"]
+    )
 
 
 def personalization_of(lists):
@@ -140,7 +143,7 @@ def test_ranked_lists_carry_the_size_of_each_list(spark):
 
     got = ranked_lists(ranked, keys=["model"], ks=[1, 4, 10])
 
-    counted = beyond.with_list_size(top_k_lists(ranked, ks=[1, 4, 10]), by=["model", "k"])
+    counted = with_list_size(top_k_lists(ranked, ks=[1, 4, 10]), by=["model", "k"])
     columns = ["model", "k", "user_id", "item_id", F.col("list_size").cast("long")]
     assert sorted(set(r.list_size for r in got.collect())) == list(range(1, 11))
     assert_df_equality(
@@ -805,8 +808,8 @@ def test_bootstrap_kernel_sums_the_reference_weights_in_any_chunking(monkeypatch
     }
 
     for chunk in (5, 64, 32_768):
-        monkeypatch.setattr(beyond, "CHUNK_ROWS", chunk)
-        kernel = beyond.replicate_blocks_kernel(samples, keys=["model"], ks=ks)
+        monkeypatch.setattr(bootstrap_kernel, "CHUNK_ROWS", chunk)
+        kernel = bootstrap_kernel.replicate_blocks_kernel(samples, keys=["model"], ks=ks)
         got = kernel(ranked.sample(frac=1, random_state=chunk).drop(columns="user_id"))
 
         keys = ["model", "k", "replicate", "f", "in_catalogue"]

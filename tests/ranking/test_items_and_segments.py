@@ -11,7 +11,8 @@ from pyspark.sql import types as T
 from receval_spark.config import ItemColumns
 from receval_spark.errors import InputError
 from receval_spark.inputs import canonical_items
-from receval_spark.metrics.beyond import content_expected, unit_vectors
+from receval_spark.metrics.diversity import unit_vectors
+from receval_spark.metrics.novelty import content_expected
 from receval_spark.ranking.pipeline import describe_items
 from receval_spark.ranking.relevance import item_popularity_segments, scoped_truth
 

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 
 from receval_spark.config import AlsModel, EvaluationConfig, ItemKnnModel, PopularityModel
 from receval_spark.metrics.accuracy import per_user_accuracy
-from receval_spark.metrics.beyond import item_statistics
+from receval_spark.metrics.lists import item_statistics
 from receval_spark.ranking.models import fit_model
 from receval_spark.ranking.pipeline import Population, sampled_candidates, sampled_protocol
 from receval_spark.ranking.relevance import user_segments

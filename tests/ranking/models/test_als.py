@@ -7,7 +7,7 @@ import math
 from helpers import beyond_metric
 from pyspark.sql import functions as F
 
-from receval_spark.metrics.beyond import unit_vectors
+from receval_spark.metrics.diversity import unit_vectors
 from receval_spark.ranking.models.als import als_item_embeddings
 
 

@@ -1,0 +1,112 @@
+r"""The top-k lists and the train catalogue that every beyond-accuracy metric reads.
+
+A list R_k(u) is the non-empty top-k of an evaluated user: one row per (list, item),
+``(*by, user_id, item_id)`` where ``by`` names a list group such as (model, segment, k). The
+catalogue I is the items with a train interaction, with their train users and interactions.
+The metrics themselves live by family: :mod:`~receval_spark.metrics.exposure` (coverage, Gini,
+entropy, popularity bias, personalization, long tail), :mod:`~receval_spark.metrics.diversity`
+(Jaccard personalization, ILD, category coverage), :mod:`~receval_spark.metrics.novelty`
+(novelty, serendipity) and :mod:`~receval_spark.metrics.bootstrap` (the spread of the group
+statistics), assembled per user by :mod:`~receval_spark.metrics.per_user` and per list group by
+:mod:`~receval_spark.metrics.group`. Every definition is in docs/evaluation.md, section
+"Beyond-accuracy metrics".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from receval_spark.columns import ITEM, RANK, USER
+
+
+def top_k_lists(ranked: DataFrame, *, ks: Sequence[int]) -> DataFrame:
+    """R_k(u) for every k, read off one ranking: the ranked rows (any extra columns kept) with
+    their k, one row per k >= rank."""
+    exploded = ranked.select("*", F.explode(F.array(*[F.lit(int(k)) for k in ks])).alias("k"))
+    return exploded.filter(F.col(RANK) <= F.col("k"))
+
+
+def item_statistics(history: DataFrame) -> DataFrame:
+    """The catalogue: (item_id, n_users, n_interactions) over the train interactions."""
+    return history.groupBy(ITEM).agg(
+        F.countDistinct(USER).alias("n_users"),
+        F.count(F.lit(1)).alias("n_interactions"),
+    )
+
+
+def catalogue_totals(history: DataFrame, catalogue: DataFrame) -> DataFrame:
+    """One row: n_catalogue, n_train_users, mean_item_interactions."""
+    items = catalogue.agg(
+        F.count(F.lit(1)).alias("n_catalogue"),
+        F.avg("n_interactions").alias("mean_item_interactions"),
+    )
+    users = history.agg(F.countDistinct(USER).alias("n_train_users"))
+    return items.crossJoin(users)
+
+
+def with_list_size(lists: DataFrame, *, by: Sequence[str]) -> DataFrame:
+    """The lists with ``list_size`` = |R_k(u)|, the number of rows of the user's list."""
+    return lists.withColumn("list_size", F.count(F.lit(1)).over(Window.partitionBy(*by, USER)))
+
+
+def with_ranking_length(ranked: DataFrame, *, keys: Sequence[str], ks: Sequence[int]) -> DataFrame:
+    """The rows of rank <= max(ks) of the rankings (*keys, user_id, rank, ...) with
+    ``n_ranked``, the number of such rows of the ranking: with ranks 1..n, |R_k(u)| =
+    min(k, n_ranked), so no list needs counting once the lists are formed."""
+    window = Window.partitionBy(*keys, USER)
+    return ranked.filter(F.col(RANK) <= max(ks)).withColumn(
+        "n_ranked", F.count(F.lit(1)).over(window)
+    )
+
+
+def ranked_lists(ranked: DataFrame, *, keys: Sequence[str], ks: Sequence[int]) -> DataFrame:
+    """:func:`top_k_lists` of the rankings (*keys, user_id, item_id, rank; ranks 1..n) with
+    ``list_size`` = min(k, n) (:func:`with_ranking_length`): the lists of :func:`with_list_size`
+    without counting the k-exploded rows."""
+    lists = top_k_lists(with_ranking_length(ranked, keys=keys, ks=ks), ks=ks)
+    return lists.withColumn("list_size", F.least(F.col("k"), F.col("n_ranked")))
+
+
+def with_item_popularity(lists: DataFrame, catalogue: DataFrame) -> DataFrame:
+    """The lists with ``n_interactions`` (train interactions of the item, 0 outside the
+    catalogue) and ``in_catalogue``."""
+    known = catalogue.select(ITEM, "n_interactions", F.lit(True).alias("in_catalogue"))
+    return lists.join(known, on=ITEM, how="left").fillna(
+        {"n_interactions": 0, "in_catalogue": False}
+    )
+
+
+def list_counts(lists: DataFrame, *, by: Sequence[str]) -> DataFrame:
+    """(*by, n_lists): the number of lists of each group."""
+    return lists.groupBy(*by).agg(F.countDistinct(USER).alias("n_lists"))
+
+
+def list_holders(ranked: DataFrame, *, keys: Sequence[str], ks: Sequence[int]) -> DataFrame:
+    """(*keys, user_id, k): one row per non-empty R_k(u) of the rankings ``ranked`` (*keys,
+    user_id, rank, ...), read off their rank-1 rows: a list is non-empty at every k once it
+    has a first item."""
+    first = ranked.filter(F.col(RANK) == 1).select(*keys, USER, RANK)
+    return top_k_lists(first, ks=ks).drop(RANK)
+
+
+@dataclass(frozen=True)
+class BeyondInputs:
+    """What the beyond-accuracy metrics read besides the lists.
+
+    ``catalogue``: :func:`item_statistics`; ``totals``: :func:`catalogue_totals`; ``truth``:
+    Rel(u) as (user_id, item_id, ...). ``expected``: (user_id, item_id, rank), the items that
+    are not surprising for serendipity: item i is expected in u's list at k when rank <= k (the
+    rank in u's popularity list; 0 for an expectation that holds at every k).
+    ``categories`` / ``units``: item metadata, or None when absent.
+    """
+
+    catalogue: DataFrame
+    totals: DataFrame
+    truth: DataFrame
+    expected: DataFrame
+    categories: DataFrame | None = None
+    units: DataFrame | None = None

@@ -425,7 +425,7 @@ def jaccard_distance(a: Sequence[object], b: Sequence[object]) -> float:
 
 
 # Spark's xxhash64 (XXH64 with seed 42 over the columns in turn), for reproducing the pair
-# sample of ``receval_spark.metrics.beyond.jaccard_pair_distances``: int (32-bit) values use
+# sample of ``receval_spark.metrics.diversity.jaccard_pair_distances``: int (32-bit) values use
 # XXH64.hashInt, long values XXH64.hashLong; the result is a signed 64-bit integer.
 _M64 = (1 << 64) - 1
 _P1 = 0x9E3779B185EBCA87

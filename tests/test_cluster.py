@@ -21,10 +21,11 @@ How the package reaches the cluster, and what the executors need
   its pandas UDF calls a module-level helper, which cloudpickle pickles by reference, so
   executors import the module, from that zip.
 * Of receval_spark, one pandas UDF and nothing else runs Python per row: ``applyInPandas`` with
-  ``metrics/beyond.py::replicate_blocks_kernel`` (the bootstrap's replicated exposure blocks). The
-  kernel is a closure using numpy, pandas and constants only, so cloudpickle ships it by value
-  and executors run it without importing receval_spark. Everything else is a Spark SQL
-  expression (the ``lambda``s in metrics/beyond.py, inputs.py and sessions/models.py build
+  ``metrics/bootstrap_kernel.py::replicate_blocks_kernel`` (the bootstrap's replicated exposure
+  blocks). The kernel module uses numpy, pandas and constants only and ``metrics/bootstrap.py``
+  registers it with cloudpickle to be pickled by value, so executors run it without importing
+  receval_spark. Everything else is a Spark SQL expression (the ``lambda``s in
+  metrics/diversity.py, metrics/novelty.py, inputs.py and sessions/models.py build
   higher-order SQL functions, which run as JVM code); there are no RDD lambdas.
 * Executors also start Python workers for ``spark.createDataFrame(list, schema)``
   (results.py and ranking/pipeline.py build the metrics, comparisons and runs tables on the

@@ -9,6 +9,7 @@ neighbour table (the demo's 100 neighbours).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -21,12 +22,14 @@ from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 from receval_spark.columns import ITEM, USER  # noqa: E402
+from receval_spark.config.als import AlsParams  # noqa: E402
 from receval_spark.ranking.models.als import fit_als, seen_tiers, tiered_als_candidates  # noqa: E402
 from receval_spark.ranking.models.item_knn import item_neighbours  # noqa: E402
 
 RATINGS = REPO / "receval_spark" / "data" / "ml-latest-small" / "ratings.csv"
 K = 20
-ALS = {"rank": 32, "max_iter": 10, "reg_param": 0.1, "alpha": 10.0, "seed": 42}  # the demo's
+# the demo's (blocks: each of --blocks)
+ALS = AlsParams(rank=32, max_iter=10, reg_param=0.1, alpha=10.0, implicit=True, blocks=10, seed=42)
 
 
 def seconds(function, *args, **kwargs) -> tuple[float, Any]:
@@ -74,7 +77,8 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|")
     for run in range(1, args.runs + 1):
         for blocks in args.blocks:
-            fit, fitted = seconds(fit_als, history, implicit=True, blocks=blocks, **ALS)
+            params = dataclasses.replace(ALS, blocks=blocks)
+            fit, fitted = seconds(fit_als, history, params=params)
             top, rows = seconds(top_m_rows, fitted, users, history=history)
             print(f"| ALS, {blocks} blocks | {run} | {fit:.1f} | {top:.1f} | {rows} |")
         table, rows = seconds(neighbour_rows, history, neighbours=args.neighbours)

@@ -1,9 +1,34 @@
 """Spark ML ALS settings shared by the ``als`` model and ``evaluation.embeddings``: the
-bounds, and the block sizing of the item embeddings."""
+parameters of one fit, their bounds, and the block sizing of the item embeddings."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
+
+
+@dataclass(frozen=True)
+class AlsParams:
+    """The hyperparameters of one Spark ML ALS fit (``receval_spark.ranking.models.als``),
+    whether the ``als`` model (:meth:`AlsModel.als_params`) or ``evaluation.embeddings``
+    (:meth:`EmbeddingsConfig.als_params`) asks for it (docs/configuration.md).
+
+    ``rank``: latent factors; ``max_iter``: alternating sweeps; ``reg_param``: the L2
+    regularisation lambda; ``alpha``: the confidence slope of implicit ALS, confidence
+    1 + alpha · (interactions of the user with the item) (Hu, Koren, Volinsky, "Collaborative
+    Filtering for Implicit Feedback Datasets", ICDM 2008); ``implicit``: false fits the ratings;
+    ``blocks``: Spark ML's numUserBlocks = numItemBlocks (the factors depend on it, not on the
+    cluster); ``seed``: the factors' random initialisation.
+    """
+
+    rank: int
+    max_iter: int
+    reg_param: float
+    alpha: float
+    implicit: bool
+    blocks: int
+    seed: int
+
 
 # ALS's user and item blocks (Spark ML's numUserBlocks = numItemBlocks; its default 10). The
 # fitted factors depend on them (each block's factors start from their own seed) and on nothing

@@ -11,7 +11,7 @@ from pydantic import Field, field_validator
 
 from receval_spark import extensions, registry
 from receval_spark.config.alert_rules import AlertRule, AlertsExitCode
-from receval_spark.config.als import MAX_ALS_BLOCKS
+from receval_spark.config.als import MAX_ALS_BLOCKS, AlsParams, embedding_blocks
 from receval_spark.config.common import CutOffs, _Strict
 from receval_spark.config.ranking_data import ItemSegmentsSource, UserSegmentsSource
 
@@ -47,6 +47,19 @@ class EmbeddingsConfig(_Strict):
     # ``auto``: sized to the train history (:func:`embedding_blocks`), never to the cluster
     blocks: Annotated[int, Field(ge=1, le=MAX_ALS_BLOCKS)] | Literal["auto"] = "auto"
     seed: int = 42
+
+    def als_params(self, history_rows: int) -> AlsParams:
+        """The implicit ALS fit of the item vectors on a train history of ``history_rows``
+        rows (``blocks: auto`` sized by :func:`embedding_blocks`)."""
+        return AlsParams(
+            rank=self.rank,
+            max_iter=self.max_iter,
+            reg_param=self.reg_param,
+            alpha=self.alpha,
+            implicit=True,
+            blocks=embedding_blocks(self.blocks, history_rows),
+            seed=self.seed,
+        )
 
 
 class SerendipityConfig(_Strict):

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from receval_spark.config.als import MAX_ALS_BLOCKS, MAX_ALS_ITER
+from receval_spark.config.als import MAX_ALS_BLOCKS, MAX_ALS_ITER, AlsParams
 from receval_spark.config.common import _FileSource, _Strict
 from receval_spark.config.ranking_data import AttributeNames
 
@@ -83,6 +83,22 @@ class AlsModel(_Strict):
     blocks: int = Field(default=10, ge=1, le=MAX_ALS_BLOCKS)
     seed: int = 42
 
+    def als_params(self) -> AlsParams:
+        """The parameters of this grid point (a point of :func:`hyperparameter_grid`);
+        ValueError for a grid, whose points are chosen before a model is fitted."""
+        rank, reg_param, alpha = self.rank, self.reg_param, self.alpha
+        if isinstance(rank, list) or isinstance(reg_param, list) or isinstance(alpha, list):
+            raise ValueError(f"models.{self.name}: a grid cannot be fitted; choose one point first")
+        return AlsParams(
+            rank=rank,
+            max_iter=self.max_iter,
+            reg_param=reg_param,
+            alpha=alpha,
+            implicit=self.implicit,
+            blocks=self.blocks,
+            seed=self.seed,
+        )
+
 
 class ItemKnnModel(_Strict):
     """Item-item cosine on train co-occurrence with each item's top ``neighbours``; a list is
@@ -114,6 +130,7 @@ ModelConfig = Annotated[
     | BiasModel,
     Field(discriminator="kind"),
 ]
+
 TUNABLE = {"als": ("rank", "reg_param", "alpha"), "item_knn": ("neighbours",)}
 SCORES_ANY_ITEM = ("popularity", "random", "oracle", "als", "item_knn")
 PREDICTS_RATINGS = ("bias", "als")

@@ -32,7 +32,6 @@ from receval_spark.config import (
     PopularityModel,
     UserSegmentsSource,
     _FileSource,
-    embedding_blocks,
     hyperparameter_grid,
     sampled_negatives,
 )
@@ -1073,18 +1072,10 @@ def _beyond_inputs(
     if needs_vectors and source == "items":
         units = persist(unit_vectors(items.select(ITEM, "embedding")))
     elif needs_vectors and source == "als":
-        e = settings.embeddings
         rows = summary["train"]["rows"] + summary.get("validation", {}).get("rows", 0)
-        summary["embedding_blocks"] = blocks = embedding_blocks(e.blocks, rows)
-        vectors = als_item_embeddings(
-            history,
-            rank=e.rank,
-            max_iter=e.max_iter,
-            reg_param=e.reg_param,
-            alpha=e.alpha,
-            blocks=blocks,
-            seed=e.seed,
-        )
+        params = settings.embeddings.als_params(rows)
+        summary["embedding_blocks"] = params.blocks
+        vectors = als_item_embeddings(history, params=params)
         units = persist(unit_vectors(vectors))
     elif "ild_embedding" in wanted:
         warnings.append("ild_embedding skipped: evaluation.embeddings.source is none")

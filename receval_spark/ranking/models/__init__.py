@@ -135,16 +135,7 @@ def fit_model(
             seen=seen,
         )
     if kind == "als":
-        fitted = fit_als(
-            history,
-            rank=model.rank,
-            max_iter=model.max_iter,
-            reg_param=model.reg_param,
-            alpha=model.alpha,
-            implicit=model.implicit,
-            blocks=model.blocks,
-            seed=model.seed,
-        )
+        fitted = fit_als(history, params=model.als_params())
         tiers = None if seen is None else seen_tiers(seen, k=k)
 
         def scores(pairs: DataFrame) -> DataFrame:

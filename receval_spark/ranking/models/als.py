@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 
 from receval_spark.cache import persist
 from receval_spark.columns import ITEM, RANK, RATING, SCORE, USER
+from receval_spark.config.als import AlsParams
 from receval_spark.ranking.models.common import dense_ids
 from receval_spark.ranking.topk import rank_candidates
 
@@ -32,28 +33,10 @@ TIER_BASE = 4
 BRANCH_ROWS = 500_000
 
 
-def als_item_embeddings(
-    history: DataFrame,
-    *,
-    rank: int,
-    max_iter: int,
-    reg_param: float,
-    alpha: float,
-    blocks: int,
-    seed: int,
-) -> DataFrame:
-    """(item_id, embedding array<double>): the item factors of implicit ALS on train
-    (:func:`fit_als`)."""
-    fitted = fit_als(
-        history,
-        rank=rank,
-        max_iter=max_iter,
-        reg_param=reg_param,
-        alpha=alpha,
-        implicit=True,
-        blocks=blocks,
-        seed=seed,
-    )
+def als_item_embeddings(history: DataFrame, *, params: AlsParams) -> DataFrame:
+    """(item_id, embedding array<double>): the item factors of ALS fitted on train with
+    ``params`` (:func:`fit_als`; ``evaluation.embeddings`` asks for implicit ALS)."""
+    fitted = fit_als(history, params=params)
     factors = fitted.model.itemFactors.withColumnRenamed("id", "_item")
     return factors.join(fitted.item_ids, on="_item").select(
         ITEM, F.col("features").cast("array<double>").alias("embedding")
@@ -70,23 +53,14 @@ class FittedAls:
     item_ids: DataFrame  # (item_id, _item)
 
 
-def fit_als(
-    history: DataFrame,
-    *,
-    rank: int,
-    max_iter: int,
-    reg_param: float,
-    alpha: float,
-    implicit: bool,
-    blocks: int,
-    seed: int,
-) -> FittedAls:
-    """ALS on ``history``. Implicit: confidence 1 + alpha · (number of interactions of the
-    user with the item) (Hu, Koren, Volinsky 2008); explicit: the mean train rating of each
-    (user, item) (rows without a rating are left out). Users and items get dense,
+def fit_als(history: DataFrame, *, params: AlsParams) -> FittedAls:
+    """ALS on ``history`` with ``params``. Implicit: confidence 1 + alpha · (number of
+    interactions of the user with the item) (Hu, Koren, Volinsky 2008); explicit: the mean train
+    rating of each (user, item) (rows without a rating are left out). Users and items get dense,
     collision-free 32-bit numbers (:func:`dense_ids`), whatever the type of the log's ids, so
-    no two users (or items) are ever fitted as one. ``blocks``: Spark ML's numUserBlocks and
-    numItemBlocks (the factors depend on it, not on the cluster). Fitting runs Spark jobs."""
+    no two users (or items) are ever fitted as one. ``params.blocks``: Spark ML's numUserBlocks
+    and numItemBlocks (the factors depend on it, not on the cluster). Fitting runs Spark jobs."""
+    implicit = params.implicit
     if implicit:  # implicit logs may lack ratings
         rows = history.select(USER, ITEM)
     else:
@@ -101,14 +75,14 @@ def fit_als(
     else:
         training = numbered.groupBy("_user", "_item").agg(F.avg(RATING).cast("float").alias("_r"))
     model = ALS(
-        rank=rank,
-        maxIter=max_iter,
-        regParam=reg_param,
-        alpha=alpha,
+        rank=params.rank,
+        maxIter=params.max_iter,
+        regParam=params.reg_param,
+        alpha=params.alpha,
         implicitPrefs=implicit,
-        seed=seed,
-        numUserBlocks=blocks,
-        numItemBlocks=blocks,
+        seed=params.seed,
+        numUserBlocks=params.blocks,
+        numItemBlocks=params.blocks,
         userCol="_user",
         itemCol="_item",
         ratingCol="_r",

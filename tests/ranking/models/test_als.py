@@ -7,6 +7,7 @@ import math
 from helpers import beyond_metric
 from pyspark.sql import functions as F
 
+from receval_spark.config.als import AlsParams
 from receval_spark.metrics.diversity import unit_vectors
 from receval_spark.ranking.models.als import als_item_embeddings
 
@@ -17,9 +18,10 @@ def test_als_gives_one_finite_vector_of_the_configured_rank_per_train_item(spark
     rows += [(u, i) for u in range(5, 9) for i in range(20, 24)]
     history = spark.createDataFrame(rows, "user_id int, item_id int")
 
-    vectors = als_item_embeddings(
-        history, rank=4, max_iter=5, reg_param=0.1, alpha=10.0, blocks=2, seed=3
+    params = AlsParams(
+        rank=4, max_iter=5, reg_param=0.1, alpha=10.0, implicit=True, blocks=2, seed=3
     )
+    vectors = als_item_embeddings(history, params=params)
     got = {r.item_id: r.embedding for r in vectors.collect()}
 
     assert sorted(got) == [10, 11, 12, 13, 20, 21, 22, 23]
@@ -48,8 +50,9 @@ def test_als_renumbers_string_ids(spark):
     rows = [(f"u{u}", f"i{i}") for u in range(6) for i in range(u % 3, u % 3 + 3)]
     history = spark.createDataFrame(rows, "user_id string, item_id string")
 
-    vectors = als_item_embeddings(
-        history, rank=3, max_iter=3, reg_param=0.1, alpha=1.0, blocks=2, seed=1
+    params = AlsParams(
+        rank=3, max_iter=3, reg_param=0.1, alpha=1.0, implicit=True, blocks=2, seed=1
     )
+    vectors = als_item_embeddings(history, params=params)
 
     assert sorted(r.item_id for r in vectors.collect()) == ["i0", "i1", "i2", "i3", "i4"]

@@ -6,6 +6,7 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
+from receval_spark.config.als import AlsParams
 from receval_spark.ranking.models import als
 from receval_spark.ranking.models.als import (
     als_candidates,
@@ -36,8 +37,7 @@ def fitted_als(spark):
         key = (tuple(rows), implicit)
         if key not in fits:
             history = spark.createDataFrame(rows, "user_id long, item_id long, rating double")
-            fits[key] = fit_als(
-                history,
+            params = AlsParams(
                 rank=2,
                 max_iter=10,
                 reg_param=0.1,
@@ -46,6 +46,7 @@ def fitted_als(spark):
                 blocks=2,
                 seed=3,
             )
+            fits[key] = fit_als(history, params=params)
         return fits[key]
 
     return fit

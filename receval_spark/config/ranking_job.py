@@ -25,7 +25,13 @@ from receval_spark.config.ranking_data import (
     SplitConfig,
 )
 from receval_spark.config.ranking_evaluation import EvaluationConfig, OffPolicyConfig
-from receval_spark.config.ranking_models import ExternalModel, ModelConfig, hyperparameter_grid
+from receval_spark.config.ranking_models import (
+    CAPABILITIES,
+    ExternalModel,
+    ModelConfig,
+    hyperparameter_grid,
+    predicts_ratings,
+)
 
 LOGGING_POLICY = "logging"  # the model name of the logging policy's own value in off_policy/
 
@@ -193,15 +199,14 @@ class JobConfig(_Strict):
                     f"models.{m.name}: task rating_prediction takes single hyperparameter "
                     "values (grids are tuned by a ranking metric)"
                 )
-            explicit_als = m.kind == "als" and not m.implicit
-            if self.task == "rating_prediction" and not (m.kind == "bias" or explicit_als):
+            if self.task == "rating_prediction" and not predicts_ratings(m):
                 raise ValueError(
                     f"models.{m.name}: task rating_prediction needs models that predict ratings "
                     "(kind: bias, or kind: als with implicit: false)"
                 )
-            if self.task == "ranking" and m.kind == "bias":
+            if self.task == "ranking" and not CAPABILITIES[m.kind].ranks:
                 raise ValueError(
-                    f"models.{m.name}: kind bias predicts ratings; use it with "
+                    f"models.{m.name}: kind {m.kind} predicts ratings; use it with "
                     "task: rating_prediction"
                 )
         log = self.data.interactions

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import itertools
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -131,15 +132,41 @@ ModelConfig = Annotated[
     Field(discriminator="kind"),
 ]
 
-TUNABLE = {"als": ("rank", "reg_param", "alpha"), "item_knn": ("neighbours",)}
-SCORES_ANY_ITEM = ("popularity", "random", "oracle", "als", "item_knn")
-PREDICTS_RATINGS = ("bias", "als")
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a kind of model does: ``tunable``, the hyperparameters a list of values makes a
+    grid of; ``ranks``, whether it makes top-k lists (task ``ranking``); ``predicts_ratings``,
+    whether it can predict ratings (task ``rating_prediction``; ``als`` only with
+    ``implicit: false``: :func:`predicts_ratings`)."""
+
+    tunable: tuple[str, ...] = ()
+    ranks: bool = True
+    predicts_ratings: bool = False
+
+
+# every kind's capabilities, read by validation and tuning
+CAPABILITIES: dict[str, Capabilities] = {
+    "popularity": Capabilities(),
+    "random": Capabilities(),
+    "oracle": Capabilities(),
+    "external": Capabilities(),
+    "als": Capabilities(tunable=("rank", "reg_param", "alpha"), predicts_ratings=True),
+    "item_knn": Capabilities(tunable=("neighbours",)),
+    "bias": Capabilities(ranks=False, predicts_ratings=True),
+}
+
+
+def predicts_ratings(model: ModelConfig) -> bool:
+    """Whether ``model`` predicts ratings: its kind can, and (ALS) it is fitted on them."""
+    explicit = not isinstance(model, AlsModel) or not model.implicit
+    return CAPABILITIES[model.kind].predicts_ratings and explicit
 
 
 def hyperparameter_grid(model: ModelConfig) -> list[ModelConfig]:
     """Every combination of the model's list-valued hyperparameters, in the order written
     (the last hyperparameter varies fastest); a model without lists is its own grid."""
-    names = TUNABLE.get(model.kind, ())
+    names = CAPABILITIES[model.kind].tunable
     values = [
         getattr(model, n) if isinstance(getattr(model, n), list) else [getattr(model, n)]
         for n in names
@@ -150,6 +177,6 @@ def hyperparameter_grid(model: ModelConfig) -> list[ModelConfig]:
     ]
 
 
-def hyperparameters(model: ModelConfig) -> dict[str, Any]:
+def hyperparameters(model: ModelConfig) -> dict[str, int | float]:
     """The tunable values of one grid point."""
-    return {n: getattr(model, n) for n in TUNABLE.get(model.kind, ())}
+    return {n: getattr(model, n) for n in CAPABILITIES[model.kind].tunable}

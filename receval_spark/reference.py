@@ -19,13 +19,14 @@ from receval_spark import registry
 from receval_spark.config.ranking_job import JobConfig
 from receval_spark.config.session_job import SessionJobConfig
 
-Row = tuple[str, str, str]  # key, type, default
+Row = tuple[str, str, str, str]  # key, type, default, meaning
 
 
 def configuration_page() -> str:
-    """Markdown: one table per section of each job's configuration (key, type, default) under
-    the section's own description; a section per variant where a key takes one of several
-    shapes (split methods, model kinds, data sources)."""
+    """Markdown: one table per section of each job's configuration (key, type, default,
+    meaning: the field's description) under the section's own description; a section per
+    variant where a key takes one of several shapes (split methods, model kinds, data
+    sources)."""
     out = [
         "# Configuration reference",
         "",
@@ -44,38 +45,44 @@ def configuration_page() -> str:
             if doc:
                 out += [doc, ""]
             if rows:
-                out += ["| key | type | default |", "|---|---|---|"]
-                out += [f"| `{k}` | {t} | {d} |" for k, t, d in rows]
+                out += ["| key | type | default | meaning |", "|---|---|---|---|"]
+                out += [f"| `{k}` | {t} | {d} | {_cell(m)} |" for k, t, d, m in rows]
                 out.append("")
     return "\n".join(out)
 
 
 def sections(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, str, list[Row]]]:
     """(heading, the model's docstring, its scalar keys) for ``model`` and, depth first, every
-    model a key of it holds."""
+    model a key of it holds, that key's description leading the first variant's docstring."""
     rows: list[Row] = []
-    nested: list[tuple[str, type[BaseModel]]] = []
+    nested: list[tuple[str, type[BaseModel], str]] = []
     for name, field in model.model_fields.items():
         key = f"{prefix}{name}"
         shapes = _models(field.annotation)
         if shapes:
             many = _is_list(field.annotation)
-            for shape in shapes:
+            for i, shape in enumerate(shapes):
                 label = f"{key}[]" if many else key
-                nested.append((f"{label} ({_variant(shape)})" if len(shapes) > 1 else label, shape))
+                variant = f"{label} ({_variant(shape)})" if len(shapes) > 1 else label
+                nested.append((variant, shape, (field.description or "") if i == 0 else ""))
             continue
         kind = type_text(field.annotation) + _constraints(field.metadata)
-        rows.append((key, kind, _default(field)))
+        rows.append((key, kind, _default(field), field.description or ""))
     yield (f"`{prefix.rstrip('.')}`" if prefix else "top level"), _doc(model), rows
-    for label, shape in nested:
-        yield from sections_under(shape, label, f"{label.split(' ')[0]}.")
+    for label, shape, meaning in nested:
+        yield from sections_under(shape, label, f"{label.split(' ')[0]}.", meaning)
 
 
 def sections_under(
-    model: type[BaseModel], label: str, prefix: str
+    model: type[BaseModel], label: str, prefix: str, meaning: str = ""
 ) -> Iterator[tuple[str, str, list[Row]]]:
+    """:func:`sections` of ``model`` under the heading ``label``, the first led by
+    ``meaning`` (the description of the key that holds it)."""
     for i, (heading, doc, rows) in enumerate(sections(model, prefix)):
-        yield (f"`{label}`" if i == 0 else heading), doc, rows
+        if i == 0:
+            yield f"`{label}`", " ".join(text for text in (meaning, doc) if text), rows
+        else:
+            yield heading, doc, rows
 
 
 def type_text(annotation: Any) -> str:

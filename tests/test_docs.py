@@ -30,6 +30,18 @@ def test_the_configuration_reference_names_the_keys_with_types_and_defaults():
     assert "## Session job" in page and "### `preprocessing`" in page
 
 
+def test_the_configuration_reference_gives_every_key_its_meaning():
+    page = configuration_page()
+    rows = [line for line in page.splitlines() if line.startswith("| `")]
+
+    assert rows and not [row for row in rows if row.endswith("|  |")]
+    assert (
+        "| `models[].blocks` | int (≥ 1, ≤ 1024) | `10` | Spark ML's user and item blocks; " in page
+    )
+    # a key holding a section: its meaning leads the section
+    assert "### `evaluation.embeddings`\n\nWhere the item vectors come from" in page
+
+
 def test_the_metric_reference_has_every_metric_of_the_registry():
     page = metrics_page()
 

@@ -20,13 +20,38 @@ class AlertRule(_Strict):
     over the last ``window`` dates that committed per_user rows, is also worse and significant
     after Holm (needs output.per_user)."""
 
-    metric: str  # a metric the run computes (custom ones included): checked by the job config
-    k: int | None = 10
-    segment: str = "all"
-    max_relative_drop: float = Field(default=0.05, gt=0.0, lt=1.0)
-    window: int = Field(default=7, ge=1)
-    significance: float | None = Field(default=None, gt=0.0, lt=1.0)
-    against: Literal["previous_date", "window"] = "previous_date"
+    metric: str = Field(
+        description="The metric watched: one the run computes (custom metrics included)."
+    )
+    k: int | None = Field(default=10, description="The metric's cut-off: one of evaluation.k.")
+    segment: str = Field(
+        default="all",
+        description="The segment watched, e.g. `all`, `cold`, `items=head`, `market=fr`.",
+    )
+    max_relative_drop: float = Field(
+        default=0.05,
+        gt=0.0,
+        lt=1.0,
+        description="The relative worsening from the trailing mean that fires the rule (0.05: 5%).",
+    )
+    window: int = Field(
+        default=7,
+        ge=1,
+        description="Earlier run dates whose mean is the reference (and, with `against: "
+        "window`, whose per-user values are).",
+    )
+    significance: float | None = Field(
+        default=None,
+        gt=0.0,
+        lt=1.0,
+        description="Alpha of the paired test that must also find the worsening (after Holm); "
+        "null: no test.",
+    )
+    against: Literal["previous_date", "window"] = Field(
+        default="previous_date",
+        description="What the paired test compares tonight's per-user values with: the "
+        "previous run date's, or each user's mean over `window` dates.",
+    )
 
     def earlier_dates(self, dates: Sequence[str]) -> list[str]:
         """The run dates (of ``dates``, ascending) its paired comparison is against."""

@@ -12,21 +12,41 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 
 class _Strict(BaseModel):
+    """A config section: unknown keys are errors, values immutable."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class RunConfig(_Strict):
-    name: str = "receval"
-    date: dt.date | None = None  # defaults to today (UTC) when the job starts
+    name: str = Field(default="receval", description="Name of the run, written into `runs/`.")
+    date: dt.date | None = Field(
+        default=None,
+        description="The `run_date` partition the reports are written to; null: today (UTC) "
+        "when the job starts.",
+    )
 
 
 class SparkConfig(_Strict):
-    master: str = "local[*]"
-    remote: str | None = None  # a Spark Connect server, sc://host:15002
-    conf: dict[str, str | int | float | bool] = Field(default_factory=dict)
-    # a driver JVM the job starts maps a class-data archive of an earlier run's classes
-    # (receval_spark.class_archive); false: every start loads Spark's classes anew
-    class_archive: bool = True
+    master: str = Field(
+        default="local[*]",
+        description="Master of the local session the job starts, e.g. `local[2]`; ignored "
+        "under spark-submit and with `remote`.",
+    )
+    remote: str | None = Field(
+        default=None,
+        description="A Spark Connect server to run as a client of, `sc://HOST:PORT`; null: "
+        "a local session.",
+    )
+    conf: dict[str, str | int | float | bool] = Field(
+        default_factory=dict,
+        description="Spark settings over the job's defaults (UTC session time zone, AQE on, 16 "
+        "shuffle partitions).",
+    )
+    class_archive: bool = Field(
+        default=True,
+        description="Whether a driver JVM the job starts maps a class-data archive of an "
+        "earlier run's classes (a faster start); false: it loads Spark's classes anew.",
+    )
 
     @field_validator("remote")
     @classmethod
@@ -43,8 +63,12 @@ class CatalogConfig(_Strict):
     """Register every report dataset as a partitioned table ``<database>.<prefix><dataset>``
     of the session catalog (the Hive metastore on a cluster), pointed at the committed runs."""
 
-    database: str = "receval"
-    prefix: str = ""
+    database: str = Field(
+        default="receval", description="Database of the session catalog the tables are in."
+    )
+    prefix: str = Field(
+        default="", description="Prefix of every table name: `<database>.<prefix><dataset>`."
+    )
 
 
 class MlflowConfig(_Strict):
@@ -52,8 +76,12 @@ class MlflowConfig(_Strict):
     each k as metrics, the summary, the metrics table and the human report as artifacts.
     ``tracking_uri``: the tracking server or store (default: MLflow's own, MLFLOW_TRACKING_URI)."""
 
-    tracking_uri: str | None = None
-    experiment: str = "receval"
+    tracking_uri: str | None = Field(
+        default=None,
+        description="The MLflow tracking server or store; null: MLflow's own default "
+        "(MLFLOW_TRACKING_URI).",
+    )
+    experiment: str = Field(default="receval", description="MLflow experiment of the runs.")
 
     @model_validator(mode="after")
     def _installed(self) -> MlflowConfig:
@@ -66,15 +94,29 @@ class MlflowConfig(_Strict):
 
 
 class TrackingConfig(_Strict):
-    mlflow: MlflowConfig | None = None
+    mlflow: MlflowConfig | None = Field(
+        default=None, description="Log each run to MLflow; null: no tracking."
+    )
 
 
 class OutputConfig(_Strict):
-    path: str = "reports"
-    per_user: bool = False
-    catalog: CatalogConfig | None = None
-    # a writer's lease on output.path; a killed driver's lease lapses after this long
-    lease_seconds: float = Field(default=600.0, gt=0)
+    path: str = Field(default="reports", description="Root folder (or URI) of the reports.")
+    per_user: bool = Field(
+        default=False,
+        description="Also write `per_user/`, each evaluated user's values (alerts with "
+        "`significance` compare them).",
+    )
+    catalog: CatalogConfig | None = Field(
+        default=None,
+        description="Register the report datasets as tables of the session catalog; null: no "
+        "tables.",
+    )
+    lease_seconds: float = Field(
+        default=600.0,
+        gt=0,
+        description="Seconds a writer's lease on `output.path` lasts: a killed driver's lease "
+        "lapses after this long.",
+    )
 
 
 class _FileSource(_Strict):
@@ -83,12 +125,35 @@ class _FileSource(_Strict):
     ``path`` may be left out when the table is given to the Python API as a DataFrame
     (``receval_spark.evaluate(..., interactions=df)``); the column names still apply to it."""
 
-    path: str | None = None
-    format: Literal["parquet", "csv"] = "parquet"
-    header: bool = True
-    delimiter: str = ","
-    encoding: str = "UTF-8"
-    column_names: list[str] | None = None  # names for a CSV without a header row
+    path: str | None = Field(
+        default=None,
+        description="File or folder of the table; left out for a DataFrame given to the Python "
+        "API.",
+    )
+    format: Literal["parquet", "csv"] = Field(
+        default="parquet", description="File format of the table."
+    )
+    header: bool = Field(default=True, description="CSV: the first row holds the column names.")
+    delimiter: str = Field(default=",", description="CSV: the field separator.")
+    encoding: str = Field(default="UTF-8", description="CSV: the character encoding.")
+    column_names: list[str] | None = Field(
+        default=None,
+        description="CSV without a header row (`header: false`): its columns' names, in order.",
+    )
+
+
+class _Job(_Strict):
+    """The sections every job starts with; each job's schema adds its own."""
+
+    run: RunConfig = Field(default_factory=RunConfig, description="The run's name and date.")
+    spark: SparkConfig = Field(
+        default_factory=SparkConfig,
+        description="The Spark session the job runs on (docs/cluster.md).",
+    )
+    output: OutputConfig = Field(
+        default_factory=OutputConfig,
+        description="Where the report datasets are written (docs/datasets.md).",
+    )
 
 
 def _cut_offs(ks: list[int]) -> list[int]:
@@ -102,6 +167,12 @@ CutOffs = Annotated[list[Annotated[int, Field(ge=1, le=1000)]], AfterValidator(_
 
 
 Timepoint = dt.datetime | dt.date | float
+
+
+# a model's name, as both jobs' models take it
+ModelName = Annotated[
+    str, Field(description="The model's name in every report row; unique among the models.")
+]
 
 
 def _check_model_names(names: list[str]) -> None:

@@ -1,5 +1,6 @@
 """The ranking job's input tables (``data``) and its test set: the split and relevance
-(docs/configuration.md, docs/evaluation.md#splits-no-time-travel)."""
+(docs/configuration.md, docs/evaluation.md#splits-no-time-travel,
+docs/evaluation.md#relevance-and-evaluated-users)."""
 
 from __future__ import annotations
 
@@ -12,15 +13,29 @@ from receval_spark.config.common import Timepoint, _FileSource, _Strict
 
 
 class InteractionColumns(_Strict):
-    user: str = "user_id"
-    item: str = "item_id"
-    timestamp: str | None = "timestamp"
-    rating: str | None = None
+    user: str = Field(default="user_id", description="The user id column.")
+    item: str = Field(default="item_id", description="The item id column.")
+    timestamp: str | None = Field(
+        default="timestamp",
+        description="The time column (epoch number, timestamp, date or ISO-8601 string); null "
+        "only for the user_random and user_holdout splits.",
+    )
+    rating: str | None = Field(
+        default=None,
+        description="The rating column, needed by threshold or graded relevance, task "
+        "rating_prediction and explicit ALS; null: no ratings.",
+    )
 
 
 class InteractionsSource(_FileSource):
-    columns: InteractionColumns = Field(default_factory=InteractionColumns)
-    timestamp_unit: Literal["s", "ms"] = "s"
+    columns: InteractionColumns = Field(
+        default_factory=InteractionColumns, description="The log's column names."
+    )
+    timestamp_unit: Literal["s", "ms"] = Field(
+        default="s",
+        description="Unit of a numeric time column: epoch seconds (`s`) or milliseconds (`ms`) "
+        "(docs/configuration.md#timestamp-units).",
+    )
 
 
 # the columns custom metrics see before any item attribute (receval_spark.metrics.custom)
@@ -58,30 +73,48 @@ class ItemColumns(_Strict):
     """``category``: a delimited string or array column, or a list of 0/1 flag columns
     (each column's name is its category)."""
 
-    item: str = "item_id"
-    category: str | list[str] | None = None
-    embedding: str | None = None
-    # further columns handed to custom metrics under their own names (e.g. price, provider)
-    attributes: AttributeNames = Field(default_factory=list)
+    item: str = Field(default="item_id", description="The item id column.")
+    category: str | list[str] | None = Field(
+        default=None,
+        description="The category column (delimited string or array), or a list of 0/1 flag "
+        "columns named after their categories; null: no categories.",
+    )
+    embedding: str | None = Field(
+        default=None, description="An array-of-numbers column of item vectors; null: none."
+    )
+    attributes: AttributeNames = Field(
+        default_factory=list,
+        description="Further columns handed to custom metrics under their own names (e.g. "
+        "price, provider).",
+    )
 
 
 class ItemsSource(_FileSource):
-    columns: ItemColumns = Field(default_factory=ItemColumns)
-    category_separator: str | None = None
+    columns: ItemColumns = Field(default_factory=ItemColumns, description="Its column names.")
+    category_separator: str | None = Field(
+        default=None,
+        description="Separator of a delimited string category column, e.g. a pipe; null: the "
+        "column holds one category (or an array).",
+    )
 
 
 class UserSegmentColumns(_Strict):
-    user: str = "user_id"
-    segment: str = "segment"
+    user: str = Field(default="user_id", description="The user id column.")
+    segment: str = Field(default="segment", description="The segment value column.")
 
 
 class ItemSegmentColumns(_Strict):
-    item: str = "item_id"
-    segment: str = "segment"
+    item: str = Field(default="item_id", description="The item id column.")
+    segment: str = Field(default="segment", description="The segment value column.")
 
 
 class _SegmentsSource(_FileSource):
-    name: str | None = Field(default=None, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")
+    name: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z][A-Za-z0-9_]*$",
+        description="The segments' prefix in `<name>=<value>` (a letter, then letters, digits "
+        "or _); null: the segment column's name.",
+    )
     columns: UserSegmentColumns | ItemSegmentColumns
 
     @property
@@ -95,7 +128,9 @@ class UserSegmentsSource(_SegmentsSource):
     ``segment = <name>=<value>`` (``name`` defaults to the segment column's), evaluated users
     without a row ``<name>=unassigned``; a user with several rows is in each of them."""
 
-    columns: UserSegmentColumns = Field(default_factory=UserSegmentColumns)
+    columns: UserSegmentColumns = Field(
+        default_factory=UserSegmentColumns, description="The table's column names."
+    )
 
 
 class ItemSegmentsSource(_SegmentsSource):
@@ -104,40 +139,78 @@ class ItemSegmentsSource(_SegmentsSource):
     items (as ``items=head``/``items=tail`` do; users without such relevant items are not
     evaluated there), items without a row in ``<name>=unassigned``."""
 
-    columns: ItemSegmentColumns = Field(default_factory=ItemSegmentColumns)
+    columns: ItemSegmentColumns = Field(
+        default_factory=ItemSegmentColumns, description="The table's column names."
+    )
 
 
 class ImpressionColumns(_Strict):
     """Source column names of the logged impressions (position 1 = the top slot)."""
 
-    user: str = "user_id"
-    item: str = "item_id"
-    position: str = "position"
-    reward: str = "reward"
-    propensity: str = "propensity"
+    user: str = Field(default="user_id", description="The user id column.")
+    item: str = Field(default="item_id", description="The shown item's id column.")
+    position: str = Field(
+        default="position", description="The slot the item was shown in (1: the top)."
+    )
+    reward: str = Field(default="reward", description="The observed reward (e.g. a click: 1).")
+    propensity: str = Field(
+        default="propensity",
+        description="The logging policy's probability of showing that item at that position "
+        "to that user.",
+    )
 
 
 class ImpressionsSource(_FileSource):
     """The logging policy's impressions: who was shown which item at which position, the
     reward, and the logged propensity mu(item at position | user)."""
 
-    columns: ImpressionColumns = Field(default_factory=ImpressionColumns)
+    columns: ImpressionColumns = Field(
+        default_factory=ImpressionColumns, description="The impressions' column names."
+    )
 
 
 class DataConfig(_Strict):
-    interactions: InteractionsSource = Field(default_factory=InteractionsSource)
-    items: ItemsSource | None = None
-    impressions: ImpressionsSource | None = None  # enables off-policy estimates
+    interactions: InteractionsSource = Field(
+        default_factory=InteractionsSource,
+        description="The interaction log: who interacted with which item when.",
+    )
+    items: ItemsSource | None = Field(
+        default=None,
+        description="Item metadata (categories, embeddings, attributes); null: none.",
+    )
+    impressions: ImpressionsSource | None = Field(
+        default=None,
+        description="The logging policy's impressions; given, they turn off-policy estimates "
+        "on (docs/evaluation.md#off-policy-evaluation).",
+    )
 
 
 class GlobalTemporalSplit(_Strict):
     """train: timestamp < cutoff; test: timestamp >= cutoff (optional earlier validation cut)."""
 
-    method: Literal["global_temporal"]
-    cutoff: Timepoint | None = None
-    quantile: float | None = Field(default=None, gt=0.0, lt=1.0)
-    validation_cutoff: Timepoint | None = None
-    validation_quantile: float | None = Field(default=None, gt=0.0, lt=1.0)
+    method: Literal["global_temporal"] = Field(description="One cut-off time for all users.")
+    cutoff: Timepoint | None = Field(
+        default=None,
+        description="The cut-off: an ISO-8601 time or date, or epoch seconds (give it or "
+        "`quantile`).",
+    )
+    quantile: float | None = Field(
+        default=None,
+        gt=0.0,
+        lt=1.0,
+        description="The cut-off as this quantile of the log's timestamps (give it or `cutoff`).",
+    )
+    validation_cutoff: Timepoint | None = Field(
+        default=None,
+        description="An earlier cut-off v: train before v, validation [v, cutoff) for tuning "
+        "grids; null: no validation part.",
+    )
+    validation_quantile: float | None = Field(
+        default=None,
+        gt=0.0,
+        lt=1.0,
+        description="The validation cut-off as a quantile of the timestamps, below `quantile`.",
+    )
 
     @model_validator(mode="after")
     def _one_cut_each(self) -> GlobalTemporalSplit:
@@ -159,24 +232,32 @@ class GlobalTemporalSplit(_Strict):
 class LeaveLastNSplit(_Strict):
     """Each user's last n interactions (by timestamp, ties by item id) are test."""
 
-    method: Literal["leave_last_n"]
-    n: int = Field(default=1, ge=1)
+    method: Literal["leave_last_n"] = Field(description="Each user's latest interactions.")
+    n: int = Field(
+        default=1,
+        ge=1,
+        description="Test interactions per user; users with n or fewer stay in train.",
+    )
 
 
 class UserRandomSplit(_Strict):
     """A seeded random fraction of each user's interactions is test (leaky: ignores time)."""
 
-    method: Literal["user_random"]
-    fraction: float = Field(default=0.2, gt=0.0, lt=1.0)
-    seed: int = 42
+    method: Literal["user_random"] = Field(description="A random share of each user's rows.")
+    fraction: float = Field(
+        default=0.2, gt=0.0, lt=1.0, description="Share of each user's interactions in test."
+    )
+    seed: int = Field(default=42, description="Seed of the hash that picks the test rows.")
 
 
 class UserHoldoutSplit(_Strict):
     """A seeded fraction of users goes wholly to test (cold-start scenario)."""
 
-    method: Literal["user_holdout"]
-    fraction: float = Field(default=0.2, gt=0.0, lt=1.0)
-    seed: int = 42
+    method: Literal["user_holdout"] = Field(description="Whole users held out for test.")
+    fraction: float = Field(
+        default=0.2, gt=0.0, lt=1.0, description="Expected share of users held out for test."
+    )
+    seed: int = Field(default=42, description="Seed of the hash that picks the test users.")
 
 
 SplitConfig = Annotated[
@@ -186,7 +267,8 @@ SplitConfig = Annotated[
 
 
 class RelevanceConfig(_Strict):
-    """Which test interactions are relevant, with which grade (DESIGN §3).
+    """Which test interactions are relevant, with which grade
+    (docs/evaluation.md#relevance-and-evaluated-users).
 
     ``implicit``: every one, grade 1. ``threshold``: rating >= threshold, grade 1. ``graded``:
     relevant iff rating >= threshold (so every binary metric equals the threshold run's), NDCG
@@ -194,9 +276,22 @@ class RelevanceConfig(_Strict):
     looked up exactly (list half stars on a half-star scale), unlisted ratings not relevant.
     """
 
-    kind: Literal["implicit", "threshold", "graded"] = "implicit"
-    threshold: float | None = Field(default=None, allow_inf_nan=False)
-    grades: dict[float, float] | None = None  # graded: rating -> grade (0, or >= 1: relevant)
+    kind: Literal["implicit", "threshold", "graded"] = Field(
+        default="implicit",
+        description="`implicit`: every test interaction; `threshold`: rating >= threshold; "
+        "`graded`: as threshold, with NDCG grades.",
+    )
+    threshold: float | None = Field(
+        default=None,
+        allow_inf_nan=False,
+        description="The smallest relevant rating (threshold and graded); NDCG grade = rating "
+        "- threshold + 1.",
+    )
+    grades: dict[float, float] | None = Field(
+        default=None,
+        description="Graded, instead of a threshold: rating -> grade, each 0 (not relevant) or "
+        ">= 1; unlisted ratings are not relevant.",
+    )
 
     @model_validator(mode="after")
     def _threshold_or_grades(self) -> RelevanceConfig:

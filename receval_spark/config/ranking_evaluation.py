@@ -39,14 +39,23 @@ class EmbeddingsConfig(_Strict):
     when data.items maps an embedding column, else ``als``.
     """
 
-    source: Literal["auto", "items", "als", "none"] = "auto"
-    rank: int = Field(default=16, ge=2, le=512)
-    max_iter: int = Field(default=10, ge=1, le=100)
-    reg_param: float = Field(default=0.1, ge=0.0)
-    alpha: float = Field(default=10.0, gt=0.0)
-    # ``auto``: sized to the train history (:func:`embedding_blocks`), never to the cluster
-    blocks: Annotated[int, Field(ge=1, le=MAX_ALS_BLOCKS)] | Literal["auto"] = "auto"
-    seed: int = 42
+    source: Literal["auto", "items", "als", "none"] = Field(
+        default="auto",
+        description="Where the item vectors come from: `items`, `als`, `none`, or `auto` "
+        "(`items` when mapped, else `als`).",
+    )
+    rank: int = Field(default=16, ge=2, le=512, description="ALS: latent factors per item.")
+    max_iter: int = Field(default=10, ge=1, le=100, description="ALS: alternating sweeps.")
+    reg_param: float = Field(default=0.1, ge=0.0, description="ALS: the L2 regularisation.")
+    alpha: float = Field(
+        default=10.0, gt=0.0, description="ALS: confidence 1 + alpha · interactions."
+    )
+    blocks: Annotated[int, Field(ge=1, le=MAX_ALS_BLOCKS)] | Literal["auto"] = Field(
+        default="auto",
+        description="ALS: user and item blocks; `auto`: one per 200,000 train rows, 2 to 10, "
+        "never sized to the cluster.",
+    )
+    seed: int = Field(default=42, description="ALS: seed of the factors' initialisation.")
 
     def als_params(self, history_rows: int) -> AlsParams:
         """The implicit ALS fit of the item vectors on a train history of ``history_rows``
@@ -66,16 +75,28 @@ class SerendipityConfig(_Strict):
     """Unexpected = not in the popularity baseline's top-k for the user (``popularity``), or
     cosine to the user's train profile below ``threshold`` (``content``, needs embeddings)."""
 
-    unexpected: Literal["popularity", "content"] = "popularity"
-    threshold: float = Field(default=0.5, ge=-1.0, le=1.0)
+    unexpected: Literal["popularity", "content"] = Field(
+        default="popularity",
+        description="What makes an item unexpected: outside the popularity baseline's top-k "
+        "(`popularity`), or dissimilar to the user's history (`content`).",
+    )
+    threshold: float = Field(
+        default=0.5,
+        ge=-1.0,
+        le=1.0,
+        description="`content`: the cosine to the user's train profile below which an item is "
+        "unexpected.",
+    )
 
 
 class TuningConfig(_Strict):
     """How grids of model hyperparameters are chosen on the validation period: the largest
     macro average of ``metric@k``, ties by grid order."""
 
-    metric: AccuracyMetric = "ndcg"
-    k: int = Field(default=10, ge=1, le=1000)
+    metric: AccuracyMetric = Field(
+        default="ndcg", description="The accuracy metric a grid point is chosen by."
+    )
+    k: int = Field(default=10, ge=1, le=1000, description="The metric's cut-off.")
 
 
 PROTOCOL = re.compile(r"full|sampled_([1-9][0-9]*)")
@@ -84,7 +105,12 @@ PROTOCOL = re.compile(r"full|sampled_([1-9][0-9]*)")
 class OffPolicyConfig(_Strict):
     """Off-policy estimation from data.impressions; ``clip``: M of clipped IPS, min(w, M)."""
 
-    clip: float = Field(default=10.0, gt=0.0, allow_inf_nan=False)
+    clip: float = Field(
+        default=10.0,
+        gt=0.0,
+        allow_inf_nan=False,
+        description="M of clipped IPS: each importance weight w counts as min(w, M).",
+    )
 
 
 class CustomMetricConfig(_Strict):
@@ -92,12 +118,34 @@ class CustomMetricConfig(_Strict):
     (``package.module:function``), or without ``path`` the one registered from Python under
     ``name`` (``receval_spark.register_metric``, whose properties then apply)."""
 
-    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
-    path: str | None = None
-    bounds: tuple[float, float] = (0.0, 1.0)
-    larger_is_better: bool = True
-    k: bool = True  # one value per cut-off; false: one value over each user's whole list
-    scope: Literal["user", "group"] = "user"  # group: over all lists of a group, like coverage
+    name: str = Field(
+        pattern=r"^[a-z][a-z0-9_]*$",
+        description="The `metric` value of its rows (lower case, digits, _); not a built-in "
+        "metric's name.",
+    )
+    path: str | None = Field(
+        default=None,
+        description="The function, `package.module:function`; null: the one registered from "
+        "Python under `name`.",
+    )
+    bounds: tuple[float, float] = Field(
+        default=(0.0, 1.0),
+        description="The range of one value: intervals are clipped to it, a mean outside it "
+        "fails a check.",
+    )
+    larger_is_better: bool = Field(
+        default=True, description="The direction comparisons and regression alerts read."
+    )
+    k: bool = Field(
+        default=True,
+        description="One value per cut-off; false: one value over each user's whole list "
+        "(rows with k null).",
+    )
+    scope: Literal["user", "group"] = Field(
+        default="user",
+        description="`user`: a mean over users; `group`: one statistic over a group's lists, "
+        "like coverage.",
+    )
 
     def resolved(self) -> extensions.CustomMetric:
         """The checked metric (importing ``path``); ValueError naming the problem."""
@@ -127,71 +175,156 @@ class DataQualityConfig(_Strict):
     list slots; the list facts at the largest k, for every model but the oracle."""
 
     duplicate_rows: float = Field(
-        default=0.01, ge=0.0, le=1.0, description="share of interaction rows that repeat another"
+        default=0.01,
+        ge=0.0,
+        le=1.0,
+        description="Warn above this share of interaction rows that repeat another.",
     )
     duplicate_pairs: float = Field(
-        default=0.1, ge=0.0, le=1.0, description="share of user-item pairs with several rows"
+        default=0.1,
+        ge=0.0,
+        le=1.0,
+        description="Warn above this share of user-item pairs with several rows.",
     )
     conflicting_pairs: float = Field(
         default=0.0,
         ge=0.0,
         le=1.0,
-        description="share of user-item pairs with grades on both sides of the threshold",
+        description="Warn above this share of user-item pairs with grades on both sides of "
+        "the threshold.",
     )
     reconsumed_pairs: float = Field(
         default=0.01,
         ge=0.0,
         le=1.0,
-        description="share of relevant test pairs the user already had in train",
+        description="Warn above this share of relevant test pairs the user already had in train.",
     )
     cold_users: float = Field(
-        default=0.5, ge=0.0, le=1.0, description="share of evaluated users without train rows"
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="Warn above this share of evaluated users without train rows.",
     )
     score_ties_at_k: float = Field(
         default=0.1,
         ge=0.0,
         le=1.0,
-        description="share of evaluated users whose k-th and (k+1)-th candidates tie in score",
+        description="Warn above this share of evaluated users whose k-th and (k+1)-th "
+        "candidates tie in score.",
     )
     short_lists: float = Field(
         default=0.1,
         ge=0.0,
         le=1.0,
-        description="share of evaluated users with fewer than k candidates",
+        description="Warn above this share of evaluated users with fewer than k candidates.",
     )
     outside_catalogue: float = Field(
-        default=0.0, ge=0.0, le=1.0, description="share of list slots outside the catalogue"
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="Warn above this share of list slots outside the catalogue.",
     )
 
 
 class EvaluationConfig(_Strict):
-    k: CutOffs = Field(default_factory=lambda: [5, 10, 20])
-    protocol: list[str] = Field(default_factory=lambda: ["full"])
-    definitions: Literal["receval", "spark_mllib", "recommenders"] = "receval"
-    tuning: TuningConfig = Field(default_factory=TuningConfig)
-    filter_seen: bool = True
-    baseline: str | None = "popularity"  # null: no comparisons/
-    min_users: int = Field(default=100, ge=0)
-    # share of the evaluated users a model should have lists for (below: a warning; none: the
-    # list_coverage check fails)
-    min_list_coverage: float = Field(default=0.5, ge=0.0, le=1.0)
-    # default [warm, cold]; [] under leave_last_n, whose test users all have train rows
-    # (JobConfig._default_segments)
-    segments: list[Segment] = Field(default_factory=lambda: list[Segment](["warm", "cold"]))
-    metrics: list[MetricName] = Field(default_factory=lambda: list(ALL_METRICS))
-    head_share: float = Field(default=0.5, gt=0.0, lt=1.0)
-    personalization_pairs: int = Field(default=1000, ge=1)
-    bootstrap_samples: int = Field(default=100, ge=0, le=10_000)  # 0: no bootstrap intervals
-    alerts: list[AlertRule] = Field(default_factory=list)
-    alerts_exit_code: AlertsExitCode = 3
-    seed: int = 42
-    embeddings: EmbeddingsConfig = Field(default_factory=EmbeddingsConfig)
-    serendipity: SerendipityConfig = Field(default_factory=SerendipityConfig)
-    off_policy: OffPolicyConfig | None = None  # defaults apply when data.impressions is given
-    custom_metrics: list[CustomMetricConfig] = Field(default_factory=list)
-    user_segments: UserSegmentsSource | None = None
-    item_segments: ItemSegmentsSource | None = None
-    data_quality: DataQualityConfig = Field(default_factory=DataQualityConfig)
+    k: CutOffs = Field(
+        default_factory=lambda: [5, 10, 20],
+        description="The cut-offs k the lists are evaluated at (1 to 1000).",
+    )
+    protocol: list[str] = Field(
+        default_factory=lambda: ["full"],
+        description="`full` (always evaluated) and/or `sampled_<N>`: each ranks the relevant "
+        "items among N sampled negatives.",
+    )
+    definitions: Literal["receval", "spark_mllib", "recommenders"] = Field(
+        default="receval",
+        description="Whose precision, recall, ndcg and map formulas are reported "
+        "(docs/evaluation.md#compatibility-profiles-evaluationdefinitions).",
+    )
+    tuning: TuningConfig = Field(
+        default_factory=TuningConfig,
+        description="The metric hyperparameter grids are tuned by.",
+    )
+    filter_seen: bool = Field(
+        default=True,
+        description="Remove each user's train items from the lists and from Rel(u); false "
+        "evaluates re-consumption.",
+    )
+    baseline: str | None = Field(
+        default="popularity",
+        description="The model every other model is compared with in `comparisons/`; null: "
+        "no comparisons.",
+    )
+    min_users: int = Field(
+        default=100, ge=0, description="Warn when fewer users than this are evaluated."
+    )
+    min_list_coverage: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="Warn when a model has lists for a smaller share of the evaluated users "
+        "(none: the list_coverage check fails).",
+    )
+    segments: list[Segment] = Field(
+        default_factory=lambda: list[Segment](["warm", "cold"]),
+        description="Segments besides `all`: `warm`, `cold`, `activity`, `popularity`; "
+        "default [warm, cold], [] under leave_last_n.",
+    )
+    metrics: list[MetricName] = Field(
+        default_factory=lambda: list(ALL_METRICS),
+        description="The built-in metrics computed (docs/reference/metrics.md); default: all.",
+    )
+    head_share: float = Field(
+        default=0.5,
+        gt=0.0,
+        lt=1.0,
+        description="Head items: the most popular items that together hold this share of the "
+        "train interactions.",
+    )
+    personalization_pairs: int = Field(
+        default=1000, ge=1, description="User pairs sampled for personalization_jaccard."
+    )
+    bootstrap_samples: int = Field(
+        default=100,
+        ge=0,
+        le=10_000,
+        description="Poisson bootstrap replicates of the group statistics' intervals; 0: no "
+        "intervals.",
+    )
+    alerts: list[AlertRule] = Field(
+        default_factory=list, description="Regression alert rules (docs/nightly.md)."
+    )
+    alerts_exit_code: AlertsExitCode = Field(
+        default=3,
+        description="Exit status of a run an alert made regressed: 0 or 3 to 255 (1 and 2 "
+        "mean failure and bad input).",
+    )
+    seed: int = Field(default=42, description="Seed of sampled statistics and the bootstrap.")
+    embeddings: EmbeddingsConfig = Field(
+        default_factory=EmbeddingsConfig,
+        description="Where the item vectors come from and, for ALS, its fit.",
+    )
+    serendipity: SerendipityConfig = Field(
+        default_factory=SerendipityConfig, description="What serendipity counts as unexpected."
+    )
+    off_policy: OffPolicyConfig | None = Field(
+        default=None,
+        description="Off-policy settings, only with data.impressions (whose presence turns "
+        "the estimates on); null: defaults.",
+    )
+    custom_metrics: list[CustomMetricConfig] = Field(
+        default_factory=list, description="Your metrics (docs/extending.md)."
+    )
+    user_segments: UserSegmentsSource | None = Field(
+        default=None, description="A table of user segments; null: none."
+    )
+    item_segments: ItemSegmentsSource | None = Field(
+        default=None, description="A table of item segments (accuracy metrics); null: none."
+    )
+    data_quality: DataQualityConfig = Field(
+        default_factory=DataQualityConfig,
+        description="When a data-quality fact adds a warning.",
+    )
 
     @field_validator("protocol", mode="before")
     @classmethod

@@ -9,14 +9,7 @@ from pydantic import Field, model_validator
 
 from receval_spark import registry
 from receval_spark.config.alert_rules import _check_alert
-from receval_spark.config.common import (
-    OutputConfig,
-    RunConfig,
-    SparkConfig,
-    TrackingConfig,
-    _check_model_names,
-    _Strict,
-)
+from receval_spark.config.common import TrackingConfig, _check_model_names, _Job
 from receval_spark.config.ranking_data import (
     DataConfig,
     GlobalTemporalSplit,
@@ -36,17 +29,31 @@ from receval_spark.config.ranking_models import (
 LOGGING_POLICY = "logging"  # the model name of the logging policy's own value in off_policy/
 
 
-class JobConfig(_Strict):
-    run: RunConfig = Field(default_factory=RunConfig)
-    spark: SparkConfig = Field(default_factory=SparkConfig)
-    output: OutputConfig = Field(default_factory=OutputConfig)
-    data: DataConfig = Field(default_factory=DataConfig)
-    split: SplitConfig
-    relevance: RelevanceConfig = Field(default_factory=RelevanceConfig)
-    evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
-    task: Literal["ranking", "rating_prediction"] = "ranking"
-    models: list[ModelConfig]
-    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+class JobConfig(_Job):
+    """The ranking job (``receval evaluate``, ``receval_spark.evaluate``)."""
+
+    data: DataConfig = Field(default_factory=DataConfig, description="The input tables.")
+    split: SplitConfig = Field(
+        description="How the log is split into train (and validation) and test, by `method`."
+    )
+    relevance: RelevanceConfig = Field(
+        default_factory=RelevanceConfig,
+        description="The relevance rule: its `kind`, threshold or grades.",
+    )
+    evaluation: EvaluationConfig = Field(
+        default_factory=EvaluationConfig,
+        description="What is computed on the test period (docs/evaluation.md).",
+    )
+    task: Literal["ranking", "rating_prediction"] = Field(
+        default="ranking",
+        description="`ranking`: top-k lists and their metrics; `rating_prediction`: MAE, MSE "
+        "and RMSE of predicted ratings.",
+    )
+    models: list[ModelConfig] = Field(description="The models evaluated, each by its `kind`.")
+    tracking: TrackingConfig = Field(
+        default_factory=TrackingConfig,
+        description="Experiment tracking of the run (docs/nightly.md#experiment-tracking).",
+    )
 
     @model_validator(mode="before")
     @classmethod

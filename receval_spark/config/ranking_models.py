@@ -10,17 +10,26 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from receval_spark.config.als import MAX_ALS_BLOCKS, MAX_ALS_ITER, AlsParams
-from receval_spark.config.common import _FileSource, _Strict
+from receval_spark.config.common import ModelName, _FileSource, _Strict
 from receval_spark.config.ranking_data import AttributeNames
 
 
 class RecommendationColumns(_Strict):
-    user: str = "user_id"
-    item: str = "item_id"
-    score: str | None = "score"
-    rank: str | None = None
-    # further columns of each (user, item) handed to custom metrics (e.g. a personalised price)
-    attributes: AttributeNames = Field(default_factory=list)
+    """Source column names of an external model's recommendations: map a score or a rank."""
+
+    user: str = Field(default="user_id", description="The user id column.")
+    item: str = Field(default="item_id", description="The item id column.")
+    score: str | None = Field(
+        default="score", description="The score column (higher is better); null with `rank`."
+    )
+    rank: str | None = Field(
+        default=None, description="The rank column (1 is the best); null with `score`."
+    )
+    attributes: AttributeNames = Field(
+        default_factory=list,
+        description="Further columns of each (user, item) handed to custom metrics (e.g. a "
+        "personalised price).",
+    )
 
     @model_validator(mode="after")
     def _score_or_rank(self) -> RecommendationColumns:
@@ -34,37 +43,45 @@ class RecommendationColumns(_Strict):
 class PopularityModel(_Strict):
     """Score = number of distinct train users of the item; ties by item id ascending."""
 
-    name: str
-    kind: Literal["popularity"]
+    name: ModelName
+    kind: Literal["popularity"] = Field(description="Most popular items first.")
 
 
 class RandomModel(_Strict):
     """Seeded uniform random items from the train catalogue, independent of partitioning."""
 
-    name: str
-    kind: Literal["random"]
-    seed: int = 42
+    name: ModelName
+    kind: Literal["random"] = Field(description="Random items.")
+    seed: int = Field(default=42, description="Seed of the random draws.")
 
 
 class OracleModel(_Strict):
     """Each user's relevant test items, best grade first: the sanity upper bound."""
 
-    name: str
-    kind: Literal["oracle"]
+    name: ModelName
+    kind: Literal["oracle"] = Field(description="The relevant test items: the upper bound.")
 
 
 class ExternalModel(_FileSource):
     """Recommendations made elsewhere: user, item, and score (higher better) or rank (1 best)."""
 
-    name: str
-    kind: Literal["external"]
-    columns: RecommendationColumns = Field(default_factory=RecommendationColumns)
+    name: ModelName
+    kind: Literal["external"] = Field(description="Your model's recommendations, from a table.")
+    columns: RecommendationColumns = Field(
+        default_factory=RecommendationColumns, description="The table's column names."
+    )
 
 
 Positive = Annotated[int, Field(ge=1)]
 NonNegative = Annotated[float, Field(ge=0.0)]
 PositiveFloat = Annotated[float, Field(gt=0.0)]
-Fallback = Literal["popularity", "none"]  # what a candidate model gives users it cannot score
+Fallback = Annotated[
+    Literal["popularity", "none"],
+    Field(
+        description="What users the model cannot score get: the popularity ranking, or "
+        "nothing (`none`)."
+    ),
+]
 
 
 class AlsModel(_Strict):
@@ -73,16 +90,37 @@ class AlsModel(_Strict):
     that predicts ratings). A list is a grid tuned on the validation period. ``fallback``:
     users without factors get the popularity ranking (``popularity``) or nothing (``none``)."""
 
-    name: str
-    kind: Literal["als"]
+    name: ModelName
+    kind: Literal["als"] = Field(description="Spark ML ALS matrix factorisation.")
     fallback: Fallback = "popularity"
-    implicit: bool = True
-    rank: Positive | list[Positive] = 32
-    reg_param: NonNegative | list[NonNegative] = 0.1
-    alpha: PositiveFloat | list[PositiveFloat] = 10.0
-    max_iter: int = Field(default=10, ge=1, le=MAX_ALS_ITER)
-    blocks: int = Field(default=10, ge=1, le=MAX_ALS_BLOCKS)
-    seed: int = 42
+    implicit: bool = Field(
+        default=True,
+        description="Fit the interactions as implicit feedback; false: fit the ratings (and "
+        "predict them).",
+    )
+    rank: Positive | list[Positive] = Field(
+        default=32, description="Latent factors per user and item; a list: a grid."
+    )
+    reg_param: NonNegative | list[NonNegative] = Field(
+        default=0.1, description="The L2 regularisation; a list: a grid."
+    )
+    alpha: PositiveFloat | list[PositiveFloat] = Field(
+        default=10.0, description="Implicit: confidence 1 + alpha · interactions; a list: a grid."
+    )
+    max_iter: int = Field(
+        default=10,
+        ge=1,
+        le=MAX_ALS_ITER,
+        description="Alternating sweeps (at most 12: deeper lineages overflow the JVM stack).",
+    )
+    blocks: int = Field(
+        default=10,
+        ge=1,
+        le=MAX_ALS_BLOCKS,
+        description="Spark ML's user and item blocks; the factors depend on it, not on the "
+        "cluster (about the number of cores is fastest).",
+    )
+    seed: int = Field(default=42, description="Seed of the factors' initialisation.")
 
     def als_params(self) -> AlsParams:
         """The parameters of this grid point (a point of :func:`hyperparameter_grid`);
@@ -106,19 +144,26 @@ class ItemKnnModel(_Strict):
     a grid tuned on the validation period. ``fallback``: users without any neighbour score get
     the popularity ranking (``popularity``) or nothing (``none``)."""
 
-    name: str
-    kind: Literal["item_knn"]
+    name: ModelName
+    kind: Literal["item_knn"] = Field(description="Item-item cosine neighbours.")
     fallback: Fallback = "popularity"
-    neighbours: Positive | list[Positive] = 100
+    neighbours: Positive | list[Positive] = Field(
+        default=100, description="Neighbours kept per item; a list: a grid."
+    )
 
 
 class BiasModel(_Strict):
-    """Rating baseline mu + b_u + b_i with regularised biases (rating_prediction only)."""
+    """Rating baseline mu + b_u + b_i with regularised biases (Koren, "Factor in the
+    neighbors", ACM TKDD 2010); rating_prediction only."""
 
-    name: str
-    kind: Literal["bias"]
-    reg_item: NonNegative = 10.0
-    reg_user: NonNegative = 15.0
+    name: ModelName
+    kind: Literal["bias"] = Field(description="User and item rating biases.")
+    reg_item: NonNegative = Field(
+        default=10.0, description="`lambda_i`, the shrinkage of each item bias towards 0."
+    )
+    reg_user: NonNegative = Field(
+        default=15.0, description="`lambda_u`, the shrinkage of each user bias towards 0."
+    )
 
 
 ModelConfig = Annotated[

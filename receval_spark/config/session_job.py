@@ -11,30 +11,38 @@ from receval_spark import registry
 from receval_spark.config.alert_rules import AlertRule, AlertsExitCode, _check_alert
 from receval_spark.config.common import (
     CutOffs,
-    OutputConfig,
-    RunConfig,
-    SparkConfig,
+    ModelName,
     Timepoint,
     TrackingConfig,
     _check_model_names,
     _FileSource,
+    _Job,
     _Strict,
 )
 
 
 class ClickColumns(_Strict):
-    session: str = "session_id"
-    item: str = "item_id"
-    # epoch seconds (float allowed), epoch ms (timestamp_unit: ms), timestamp or date
-    time: str = "time"
-    order: str | None = None  # orders clicks of equal time within a session (Diginetica timeframe)
+    session: str = Field(default="session_id", description="The session id column.")
+    item: str = Field(default="item_id", description="The clicked item's id column.")
+    time: str = Field(
+        default="time",
+        description="The click time: epoch seconds (fractions allowed) or milliseconds, a "
+        "timestamp or a date.",
+    )
+    order: str | None = Field(
+        default=None,
+        description="A column ordering clicks of equal time within a session (e.g. "
+        "DIGINETICA's timeframe); null: none.",
+    )
 
 
 class ClicksSource(_FileSource):
-    columns: ClickColumns = Field(default_factory=ClickColumns)
-    # the key of data.interactions too; time_unit, its earlier name, is still read
+    columns: ClickColumns = Field(default_factory=ClickColumns, description="Its column names.")
     timestamp_unit: Literal["s", "ms"] = Field(
-        default="s", validation_alias=AliasChoices("timestamp_unit", "time_unit")
+        default="s",
+        validation_alias=AliasChoices("timestamp_unit", "time_unit"),
+        description="Unit of a numeric time column, `s` or `ms` (its earlier name `time_unit` "
+        "is still read).",
     )
 
 
@@ -42,9 +50,15 @@ class SessionData(_Strict):
     """Either one raw click log (``clicks``, preprocessed and split by the job) or an already
     preprocessed and split pair (``train`` and ``test``, evaluated as given)."""
 
-    clicks: ClicksSource | None = None
-    train: ClicksSource | None = None
-    test: ClicksSource | None = None
+    clicks: ClicksSource | None = Field(
+        default=None, description="A raw click log, preprocessed and split by the job."
+    )
+    train: ClicksSource | None = Field(
+        default=None, description="Preprocessed train clicks, with `test` instead of `clicks`."
+    )
+    test: ClicksSource | None = Field(
+        default=None, description="Preprocessed test clicks, with `train`, evaluated as given."
+    )
 
     @model_validator(mode="after")
     def _one_layout(self) -> SessionData:
@@ -56,18 +70,42 @@ class SessionData(_Strict):
 
 
 class SessionPreprocessing(_Strict):
-    """Standard preprocessing of a raw click log, each step's counts recorded (DESIGN §8)."""
+    """Standard preprocessing of a raw click log, each step's counts recorded (docs/sessions.md).
 
-    min_session_length: int = Field(default=2, ge=1)
-    min_item_support: int = Field(default=5, ge=1)
-    repeat_until_stable: bool = True  # filter rounds until one removes nothing (no cap)
-    # boundary = last click - test_days, or cutoff; end: train = sessions ending before it,
-    # test = the rest; start: test = sessions starting after it, train = sessions ending
-    # before it, sessions straddling it dropped (counted)
-    split_by: Literal["end", "start"] = "end"
-    test_days: float | None = Field(default=1.0, gt=0)  # the boundary: last click - N days
-    cutoff: Timepoint | None = None  # or: the boundary at this time
-    recent_fraction: float | None = Field(default=None, gt=0, le=1)  # Yoochoose 1/64: 0.015625
+    The boundary is the last click - ``test_days``, or ``cutoff``. ``split_by: end``: train =
+    the sessions ending before it, test = the rest; ``start``: test = the sessions starting
+    after it, train = the sessions ending before it, sessions straddling it dropped (counted).
+    """
+
+    min_session_length: int = Field(
+        default=2, ge=1, description="Drop sessions with fewer clicks than this."
+    )
+    min_item_support: int = Field(
+        default=5, ge=1, description="Drop items with fewer clicks than this."
+    )
+    repeat_until_stable: bool = Field(
+        default=True,
+        description="Repeat both filters until a round removes nothing (no cap); false: once, "
+        "then the session filter again.",
+    )
+    split_by: Literal["end", "start"] = Field(
+        default="end",
+        description="Which end of a session the boundary splits by: `end` or `start`.",
+    )
+    test_days: float | None = Field(
+        default=1.0, gt=0, description="The boundary: the last click minus this many days."
+    )
+    cutoff: Timepoint | None = Field(
+        default=None,
+        description="Instead of test_days, the boundary at this time (ISO-8601 or epoch seconds).",
+    )
+    recent_fraction: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="Keep only the most recent share of train sessions (Yoochoose 1/64: "
+        "0.015625); null: all.",
+    )
 
     @model_validator(mode="after")
     def _one_split(self) -> SessionPreprocessing:
@@ -87,37 +125,54 @@ class SessionDataQualityConfig(_Strict):
     (docs/evaluation.md#data-quality-facts)."""
 
     min_test_events: int = Field(
-        default=1000, ge=0, description="fewer prediction events than this: a warning"
+        default=1000, ge=0, description="Warn below this number of prediction events."
     )
     events_without_list: float = Field(
         default=0.1,
         ge=0.0,
         le=1.0,
-        description="share of a model's prediction events without a list above which it warns",
+        description="Warn above this share of a model's prediction events without a list.",
     )
 
 
 class SessionEvaluation(_Strict):
-    k: CutOffs = Field(default_factory=lambda: [5, 10, 20])
-    metrics: list[SessionMetric] = Field(default_factory=lambda: list(get_args(SessionMetric)))
-    alerts: list[AlertRule] = Field(default_factory=list)
-    alerts_exit_code: AlertsExitCode = 3
-    data_quality: SessionDataQualityConfig = Field(default_factory=SessionDataQualityConfig)
+    k: CutOffs = Field(
+        default_factory=lambda: [5, 10, 20],
+        description="The cut-offs k the lists are evaluated at (1 to 1000).",
+    )
+    metrics: list[SessionMetric] = Field(
+        default_factory=lambda: list(get_args(SessionMetric)),
+        description="The session metrics computed (docs/reference/metrics.md); default: all.",
+    )
+    alerts: list[AlertRule] = Field(
+        default_factory=list,
+        description="Regression alert rules (docs/nightly.md), on segment `all`, without "
+        "`significance`.",
+    )
+    alerts_exit_code: AlertsExitCode = Field(
+        default=3,
+        description="Exit status of a run an alert made regressed: 0 or 3 to 255 (1 and 2 "
+        "mean failure and bad input).",
+    )
+    data_quality: SessionDataQualityConfig = Field(
+        default_factory=SessionDataQualityConfig,
+        description="When a data-quality fact adds a warning.",
+    )
 
 
 class PopSessionModel(_Strict):
     """POP: items by train clicks, ties by item id; the same list for every prediction."""
 
-    name: str
-    kind: Literal["pop"]
+    name: ModelName
+    kind: Literal["pop"] = Field(description="The most clicked items.")
 
 
 class SessionPopModel(_Strict):
     """S-POP: items of the current prefix by their clicks in it, ties by train clicks and item
     id; then POP for the remaining slots."""
 
-    name: str
-    kind: Literal["s-pop"]
+    name: ModelName
+    kind: Literal["s-pop"] = Field(description="The session's own most clicked items.")
 
 
 class ItemKnnSessionModel(_Strict):
@@ -125,10 +180,17 @@ class ItemKnnSessionModel(_Strict):
     item, |S_i ∩ S_j| / (sqrt(|S_i| |S_j|) + shrinkage) over train sessions (shrinkage 0: the
     cosine); ties by item id."""
 
-    name: str
-    kind: Literal["item-knn"]
-    neighbours: int = Field(default=100, ge=1)
-    shrinkage: float = Field(default=0.0, ge=0)  # lambda of GRU4Rec's item-kNN baseline
+    name: ModelName
+    kind: Literal["item-knn"] = Field(description="The last item's nearest items.")
+    neighbours: int = Field(
+        default=100, ge=1, description="Neighbours of the last item in each list."
+    )
+    shrinkage: float = Field(
+        default=0.0,
+        ge=0,
+        description="lambda in the cosine's denominator (GRU4Rec's item-kNN baseline uses 20); "
+        "0: the cosine.",
+    )
 
 
 class SrSessionModel(_Strict):
@@ -136,32 +198,43 @@ class SrSessionModel(_Strict):
     that follows a click a by d = 1..window positions in a session; items by the summed
     weight of the rules from the prefix's last item; ties by item id."""
 
-    name: str
-    kind: Literal["sr"]
-    window: int = Field(default=10, ge=1, le=50)  # le 50: exact rational weights (decimal)
+    name: ModelName
+    kind: Literal["sr"] = Field(description="Sequential rules from the last item.")
+    window: int = Field(
+        default=10,
+        ge=1,
+        le=50,
+        description="Largest distance d of a rule a -> b (weight 1/d); at most 50, so the "
+        "weights sum exactly.",
+    )
 
 
 class MarkovSessionModel(_Strict):
     """First-order Markov: items by the number of train transitions from the last item to
     them; ties by item id."""
 
-    name: str
-    kind: Literal["markov"]
+    name: ModelName
+    kind: Literal["markov"] = Field(description="The last item's train successors.")
 
 
 class SessionPredictionColumns(_Strict):
-    session: str = "session_id"
-    position: str = "position"  # prefix length i: the prediction of click i + 1
-    item: str = "item_id"
-    score: str = "score"
+    session: str = Field(default="session_id", description="The session id column.")
+    position: str = Field(
+        default="position",
+        description="The prefix length i: the row predicts click i + 1 of the session.",
+    )
+    item: str = Field(default="item_id", description="The predicted item's id column.")
+    score: str = Field(default="score", description="The score column (higher is better).")
 
 
 class ExternalSessionModel(_FileSource):
     """Predictions made elsewhere, one row per (session, prefix length, item) with a score."""
 
-    name: str
-    kind: Literal["external"]
-    columns: SessionPredictionColumns = Field(default_factory=SessionPredictionColumns)
+    name: ModelName
+    kind: Literal["external"] = Field(description="Your model's predictions, from a table.")
+    columns: SessionPredictionColumns = Field(
+        default_factory=SessionPredictionColumns, description="The table's column names."
+    )
 
 
 SessionModelConfig = Annotated[
@@ -175,15 +248,25 @@ SessionModelConfig = Annotated[
 ]
 
 
-class SessionJobConfig(_Strict):
-    run: RunConfig = Field(default_factory=RunConfig)
-    spark: SparkConfig = Field(default_factory=SparkConfig)
-    output: OutputConfig = Field(default_factory=OutputConfig)
-    data: SessionData
-    preprocessing: SessionPreprocessing = Field(default_factory=SessionPreprocessing)
-    evaluation: SessionEvaluation = Field(default_factory=SessionEvaluation)
-    models: list[SessionModelConfig]
-    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+class SessionJobConfig(_Job):
+    """The session job (``receval sessions``, ``receval_spark.evaluate_sessions``)."""
+
+    data: SessionData = Field(description="The click log, raw or already split.")
+    preprocessing: SessionPreprocessing = Field(
+        default_factory=SessionPreprocessing,
+        description="Filtering and time split of a raw click log.",
+    )
+    evaluation: SessionEvaluation = Field(
+        default_factory=SessionEvaluation,
+        description="What is computed per prediction event (docs/sessions.md).",
+    )
+    models: list[SessionModelConfig] = Field(
+        description="The models evaluated, each by its `kind`."
+    )
+    tracking: TrackingConfig = Field(
+        default_factory=TrackingConfig,
+        description="Experiment tracking of the run (docs/nightly.md#experiment-tracking).",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> SessionJobConfig:

@@ -1,6 +1,7 @@
 """Reading a job configuration: a YAML file, ``--set KEY=VALUE`` overrides, relative paths
 resolved, and the checks that every input has a readable path (or a DataFrame given to the
-API) and that a local output folder is writable. The schemas themselves are in config.py.
+API) and that a local output folder is writable. The schemas themselves are in
+:mod:`receval_spark.config`.
 """
 
 from __future__ import annotations

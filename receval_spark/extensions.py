@@ -1,7 +1,7 @@
 """User-defined metrics: registered from Python (:func:`register_metric`) or named in the config
 by import path (``evaluation.custom_metrics``), then computed and reported like the built-in
-metrics. Pure Python: importable before a Spark session exists (config.py checks a configured
-metric without Spark).
+metrics. Pure Python: importable before a Spark session exists (receval_spark.config checks a
+configured metric without Spark).
 
 A metric is a function of one argument (``receval_spark.metrics.custom`` describes the tables):
 a per-user metric (scope ``user``) gets the ranked-list table and returns an aggregate Column,

@@ -4,7 +4,7 @@ direction, cut-off, display, interval method, formula and reference (docs/evalua
 Read by config validation (the allowed names), the intervals (stats: bounds, Wilson for 0/1
 values), the regression alerts (direction), the bootstrap and the compatibility profiles
 (which metrics), the session protocol and the command line's output (percentages). Pure Python:
-importable before a Spark session exists (config.py is checked without Spark).
+importable before a Spark session exists (receval_spark.config is checked without Spark).
 
 Names are unique within a protocol: a ``metrics`` row's (protocol, metric) names one
 definition (:func:`definitions`). The session protocol's recall and mrr are not the ranking

@@ -33,8 +33,7 @@ class AlsParams:
 # ALS's user and item blocks (Spark ML's numUserBlocks = numItemBlocks; its default 10). The
 # fitted factors depend on them (each block's factors start from their own seed) and on nothing
 # about the cluster, so a given value gives the same model everywhere; fewer blocks are faster on
-# few cores (ml-latest-small on local[2], warm: the job's fit and top-m 24.3 s with 10 blocks,
-# 18.8 s with 2; benchmarks/model_fitting.py).
+# few cores (benchmarks/README.md, "The demo's models: ALS blocks").
 MAX_ALS_BLOCKS = 1024
 MAX_ALS_ITER = 12  # deeper ALS lineages overflow the JVM stack without a checkpoint directory
 
@@ -49,7 +48,7 @@ def embedding_blocks(blocks: int | Literal["auto"], history_rows: int) -> int:
     ROWS_PER_EMBEDDING_BLOCK rows of train history, within EMBEDDING_BLOCKS (2 for
     MovieLens 100K, Spark ML's 10 above 1.8M rows). It depends on the data alone, so the factors
     are the same on every deployment; few blocks keep a small fit from running ten-task stages
-    (ml-100k's fit on local[2]: 10.9 s with 10 blocks, 5.2 s with 2)."""
+    (benchmarks/README.md, ``evaluation.embeddings.blocks: auto``)."""
     if blocks != "auto":
         return blocks
     low, high = EMBEDDING_BLOCKS

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, overload
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from receval_spark.config.ranking_job import JobConfig
 from receval_spark.config.session_job import SessionJobConfig
@@ -30,7 +31,7 @@ def _describe(exc: ValidationError) -> str:
     """One line per offending key. A value that fits none of a union's types yields one error
     per type with the type's name appended to the location; those merge into one line."""
     lines: dict[str, str] = {}
-    alternatives: dict[str, list[tuple[str, Any]]] = {}
+    alternatives: dict[str, list[tuple[str, ErrorDetails]]] = {}
     for err in exc.errors():
         parts = [str(p) for p in err["loc"] if not _is_union_tag(p)]
         if len(parts) > 1 and _is_type_name(parts[-1]):

@@ -27,7 +27,6 @@ from receval_spark.progress import LOGGER
 from receval_spark.registry import HEADLINE_METRICS, definitions
 
 if TYPE_CHECKING:
-
     from receval_spark.api import Commit, Evaluation
     from receval_spark.run import Run
 

@@ -36,7 +36,7 @@ from helpers import TINY_SPARK_CONF, diginetica_clicks, explain, job_env, kept_s
 from receval_spark.cache import releasing_cache
 from receval_spark.cli import main
 from receval_spark.config import validate_config
-from receval_spark.ranking.pipeline import read_inputs
+from receval_spark.sources import read_ranking_inputs
 
 RUN_DATE = "2026-01-02"
 EARLIER_DATE = "2026-01-01"
@@ -934,7 +934,7 @@ def test_external_model_is_valid(tmp_path: Path, committed_reports: Path, spark)
     case.add_external_model(recommendations_frame())
     config = validate_config(case.config)
     with kept_sql_conf(spark), releasing_cache():
-        recs = read_inputs(spark, config).recommendations[config.models[-1].name]
+        recs = read_ranking_inputs(spark, config).recommendations[config.models[-1].name]
         assert recs.count() == len(recommendations_frame())
 
 

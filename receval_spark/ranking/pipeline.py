@@ -15,7 +15,6 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from receval_spark.cache import persist
 from receval_spark.columns import ITEM, POSITION, RANK, RATING, REWARD, SCORE, TIMESTAMP, USER
@@ -23,32 +22,15 @@ from receval_spark.config import (
     LOGGING_POLICY,
     EvaluationConfig,
     ExternalModel,
-    ImpressionsSource,
-    InteractionsSource,
-    ItemSegmentsSource,
-    ItemsSource,
     JobConfig,
     ModelConfig,
     PopularityModel,
-    UserSegmentsSource,
-    _FileSource,
     hyperparameter_grid,
     sampled_negatives,
 )
 from receval_spark.errors import InputError
 from receval_spark.expressions import iso_micros
-from receval_spark.inputs import (
-    UNASSIGNED,
-    canonical_impressions,
-    canonical_interactions,
-    canonical_items,
-    canonical_recommendations,
-    canonical_segments,
-    validate_impressions,
-    validate_interactions,
-    validate_recommendations,
-)
-from receval_spark.io import read_table, reading
+from receval_spark.inputs import UNASSIGNED
 from receval_spark.metrics.accuracy import ACCURACY_METRICS, per_user_accuracy
 from receval_spark.metrics.aggregate import macro_average, to_long, union_all
 from receval_spark.metrics.beyond import (
@@ -123,128 +105,6 @@ class Inputs:
     item_segments: DataFrame | None = None  # (item_id, segment) of evaluation.item_segments
 
 
-def read_inputs(
-    spark: SparkSession, config: JobConfig, given: Mapping[str, DataFrame] | None = None
-) -> Inputs:
-    """Read (or take from ``given``, keyed ``data.interactions``, ``data.items``,
-    ``data.impressions``, ``models.<name>``, ``evaluation.user_segments``,
-    ``evaluation.item_segments``), map and validate every input of the config."""
-    given = given or {}
-
-    def table(key: str, source: _FileSource) -> DataFrame:
-        return given[key] if key in given else read_table(spark, source, key=key)
-
-    def segments(
-        name: str, source: UserSegmentsSource | ItemSegmentsSource | None, ids: str
-    ) -> DataFrame | None:
-        if source is None:
-            return None
-        key = f"evaluation.{name}"
-        id_type = interactions.schema[ids].dataType
-        return load_segments(table(key, source), source, key=key, id_type=id_type)
-
-    data = config.data
-    interactions = load_interactions(
-        table("data.interactions", data.interactions), data.interactions
-    )
-    return Inputs(
-        interactions=interactions,
-        items=(
-            load_items(table("data.items", data.items), data.items, interactions=interactions)
-            if data.items is not None
-            else None
-        ),
-        impressions=(
-            load_impressions(
-                table("data.impressions", data.impressions),
-                data.impressions,
-                interactions=interactions,
-            )
-            if data.impressions is not None
-            else None
-        ),
-        recommendations={
-            m.name: load_external(table(f"models.{m.name}", m), m, interactions=interactions)
-            for m in config.models
-            if isinstance(m, ExternalModel)
-        },
-        user_segments=segments("user_segments", config.evaluation.user_segments, USER),
-        item_segments=segments("item_segments", config.evaluation.item_segments, ITEM),
-    )
-
-
-def load_segments(
-    raw: DataFrame,
-    source: UserSegmentsSource | ItemSegmentsSource,
-    *,
-    key: str,
-    id_type: T.DataType,
-) -> DataFrame:
-    """Map and validate a user- or item-segment table as (user_id or item_id, segment
-    ``<name>=<value>``), persisted."""
-    with reading(key, source):
-        return persist(
-            canonical_segments(
-                raw, columns=source.columns, label=source.label, id_type=id_type, source=key
-            )
-        )
-
-
-def load_interactions(raw: DataFrame, source: InteractionsSource) -> DataFrame:
-    """Map and validate the interaction log (one validation pass); read errors (a local
-    session reads while persisting) name the source.
-
-    The log is persisted hash-partitioned by user (AQE sizes the partitions), not in its
-    file splits: a 128 MB split of a compressed file is a block of several hundred MB in
-    memory, which a small executor heap cannot read back (benchmarks/README.md, driver
-    memory)."""
-    with reading("data.interactions", source):
-        interactions = persist(
-            canonical_interactions(
-                raw,
-                columns=source.columns,
-                timestamp_unit=source.timestamp_unit,
-                source="data.interactions",
-            ).repartition(USER)
-        )
-        validate_interactions(interactions, columns=source.columns, source="data.interactions")
-    return interactions
-
-
-def load_items(raw: DataFrame, source: ItemsSource, *, interactions: DataFrame) -> DataFrame:
-    """Item metadata as (item_id, categories, embedding), ids cast to the log's type,
-    persisted."""
-    with reading("data.items", source):
-        return persist(
-            canonical_items(
-                raw,
-                columns=source.columns,
-                separator=source.category_separator,
-                item_type=interactions.schema[ITEM].dataType,
-                source="data.items",
-            )
-        )
-
-
-def load_impressions(
-    raw: DataFrame, source: ImpressionsSource, *, interactions: DataFrame
-) -> DataFrame:
-    """Map and validate the logged impressions as (user_id, item_id, position, reward,
-    propensity), ids cast to the interaction log's id types (one validation pass)."""
-    with reading("data.impressions", source):
-        impressions = persist(
-            canonical_impressions(
-                raw,
-                columns=source.columns,
-                user_type=interactions.schema[USER].dataType,
-                item_type=interactions.schema[ITEM].dataType,
-                source="data.impressions",
-            )
-        )
-        validate_impressions(impressions, source="data.impressions")
-    return impressions
-
-
 def describe_items(items: DataFrame, catalogue: DataFrame, *, embeddings: bool) -> dict[str, int]:
     """Counts of item metadata, of catalogue items that lack categories, and (``embeddings``:
     data.items maps an embedding column) of those data.items gives no embedding; whether the
@@ -258,20 +118,6 @@ def describe_items(items: DataFrame, catalogue: DataFrame, *, embeddings: bool) 
         *([no_embedding.alias("catalogue_items_without_items_embedding")] if embeddings else []),
     ).collect()[0]
     return {"metadata_rows": items.count(), **row.asDict()}
-
-
-def load_external(raw: DataFrame, model: ExternalModel, *, interactions: DataFrame) -> DataFrame:
-    """Map and validate an external model's recommendations as (user_id, item_id, score)."""
-    key = f"models.{model.name}"
-    recs = canonical_recommendations(
-        raw,
-        columns=model.columns,
-        user_type=interactions.schema[USER].dataType,
-        item_type=interactions.schema[ITEM].dataType,
-        source=key,
-    )
-    with reading(key, model):
-        return validate_recommendations(recs, columns=model.columns, source=key)
 
 
 def describe_parts(parts: Mapping[str, DataFrame]) -> dict[str, dict[str, Any]]:

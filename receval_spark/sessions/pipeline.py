@@ -10,13 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from receval_spark.cache import persist
 from receval_spark.columns import ITEM, POSITION, SESSION, USER
 from receval_spark.config import (
-    ClicksSource,
     ExternalSessionModel,
     ItemKnnSessionModel,
     MarkovSessionModel,
@@ -26,11 +25,10 @@ from receval_spark.config import (
     SessionModelConfig,
     SessionPopModel,
     SrSessionModel,
-    _FileSource,
 )
 from receval_spark.errors import InputError
-from receval_spark.inputs import canonical_clicks, canonical_session_predictions, validate_clicks
-from receval_spark.io import read_table, reading
+from receval_spark.inputs import canonical_session_predictions
+from receval_spark.io import reading
 from receval_spark.metrics.aggregate import union_all
 from receval_spark.metrics.exposure import exposure_blocks, group_statistics, item_exposure
 from receval_spark.metrics.lists import (
@@ -76,44 +74,6 @@ class SessionInputs:
     train: DataFrame | None = None
     test: DataFrame | None = None
     predictions: dict[str, DataFrame] = field(default_factory=dict)
-
-
-def read_session_inputs(
-    spark: SparkSession, config: SessionJobConfig, given: Mapping[str, DataFrame] | None = None
-) -> SessionInputs:
-    """Read (or take from ``given``, keyed ``data.clicks``, ``data.train``, ``data.test``,
-    ``models.<name>``), map and validate every input of the config."""
-    given = given or {}
-
-    def table(key: str, source: _FileSource) -> DataFrame:
-        return given[key] if key in given else read_table(spark, source, key=key)
-
-    clicks = {
-        name: load_clicks(table(f"data.{name}", source), source, key=f"data.{name}")
-        for name in ("clicks", "train", "test")
-        if (source := getattr(config.data, name)) is not None
-    }
-    return SessionInputs(
-        **clicks,
-        predictions={
-            m.name: table(f"models.{m.name}", m)
-            for m in config.models
-            if isinstance(m, ExternalSessionModel)
-        },
-    )
-
-
-def load_clicks(raw: DataFrame, source: ClicksSource, *, key: str) -> DataFrame:
-    """Map and validate a click table (one validation pass); read errors (a local session
-    reads while persisting) name the source."""
-    with reading(key, source):
-        clicks = persist(
-            canonical_clicks(
-                raw, columns=source.columns, timestamp_unit=source.timestamp_unit, source=key
-            )
-        )
-        validate_clicks(clicks, columns=source.columns, source=key)
-    return clicks
 
 
 def split_sessions(config: SessionJobConfig, inputs: SessionInputs) -> SessionSplit:

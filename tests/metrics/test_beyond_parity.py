@@ -77,14 +77,14 @@ def ranked_lists(spark, config, models=None) -> pd.DataFrame:
 
     from receval_spark.cache import releasing_cache
     from receval_spark.ranking.models import fit_model
-    from receval_spark.ranking.pipeline import read_inputs
     from receval_spark.ranking.relevance import relevant_items
     from receval_spark.ranking.split import split_interactions
     from receval_spark.ranking.topk import rank_candidates
+    from receval_spark.sources import read_ranking_inputs
 
     k = max(config.evaluation.k)
     with releasing_cache():  # drops only what this read cached, not the shared run's entries
-        inputs = read_inputs(spark, config)
+        inputs = read_ranking_inputs(spark, config)
     interactions = inputs.interactions
     split = split_interactions(config.split, interactions)
     history = split.history

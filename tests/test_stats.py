@@ -14,7 +14,7 @@ from statsmodels.stats.power import TTestPower
 from statsmodels.stats.proportion import proportion_confint
 
 from receval_spark.metrics.compare import compare_run, paired_differences, paired_statistics
-from receval_spark.ranking.pipeline import _macro_rows
+from receval_spark.ranking.accuracy_stage import macro_rows
 from receval_spark.registry import METRICS
 from receval_spark.results import metric_row
 from receval_spark.stats import (
@@ -205,7 +205,7 @@ def test_macro_rows_of_a_skewed_sample_stay_in_range(spark):
     ]
     per_user = spark.createDataFrame(rows, PER_USER)
 
-    got = {r.metric: r for r in _macro_rows(per_user)}
+    got = {r.metric: r for r in macro_rows(per_user)}
 
     assert got["map"].ci_low == 0.0 and got["map"].ci_high == pytest.approx(0.3776, abs=1e-4)
     assert (got["hit_rate"].ci_low, got["hit_rate"].ci_high) == pytest.approx(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -18,14 +18,15 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, RATING, TIMESTAMP, USER
-from receval_spark.config import (
+from receval_spark.config.ranking_data import (
     GlobalTemporalSplit,
     LeaveLastNSplit,
     UserHoldoutSplit,
     UserRandomSplit,
 )
 from receval_spark.errors import InputError
-from receval_spark.expressions import from_micros, iso, seeded_hash, uniform
+from receval_spark.expressions import from_micros, iso, iso_micros, seeded_hash, uniform
+from receval_spark.metrics.aggregate import union_all
 
 LEAKY_METHODS = {
     "leave_last_n": "leave_last_n: users' test periods overlap other users' training periods, "
@@ -140,7 +141,11 @@ def plan_global_temporal(
     quantiles = [q for q in (config.quantile, config.validation_quantile) if q is not None]
     lo, hi, points = time_points(interactions, quantiles)
     resolved = dict(zip(quantiles, points, strict=True))
-    cutoff = to_datetime(config.cutoff) if config.cutoff is not None else resolved[config.quantile]
+    if config.cutoff is not None:
+        cutoff = to_datetime(config.cutoff)
+    else:
+        assert config.quantile is not None  # GlobalTemporalSplit: a cutoff or a quantile
+        cutoff = resolved[config.quantile]
     validation = None
     if config.validation_cutoff is not None:
         validation = to_datetime(config.validation_cutoff)
@@ -273,3 +278,81 @@ def _by_flag(rows: DataFrame, is_test: Column, params: dict[str, Any]) -> Split:
         test=flagged.filter(F.col("_is_test")).drop("_is_test"),
         params=params,
     )
+
+
+@dataclass(frozen=True)
+class PartCounts:
+    """One split part in the run record: rows, distinct users and items, and the first and
+    last timestamp (ISO 8601, UTC; None for an empty part)."""
+
+    rows: int
+    users: int
+    items: int
+    first_timestamp: str | None
+    last_timestamp: str | None
+
+    def record(self) -> dict[str, int | str | None]:
+        """The run record's form of the part."""
+        return {
+            "rows": self.rows,
+            "users": self.users,
+            "items": self.items,
+            "first_timestamp": self.first_timestamp,
+            "last_timestamp": self.last_timestamp,
+        }
+
+
+def describe_parts(parts: Mapping[str, DataFrame]) -> dict[str, PartCounts]:
+    """Rows, distinct users and items, and the time range of each split part, from one
+    aggregation over all of them (an empty part: zero counts, no time range)."""
+    micros = F.unix_micros(TIMESTAMP)
+    labelled = union_all(
+        [df.select(F.lit(name).alias("_part"), USER, ITEM, TIMESTAMP) for name, df in parts.items()]
+    )
+    assert labelled is not None  # train and test at least
+    found = {
+        row["_part"]: PartCounts(
+            rows=int(row["rows"]),
+            users=int(row["users"]),
+            items=int(row["items"]),
+            first_timestamp=iso_micros(row["first"]),
+            last_timestamp=iso_micros(row["last"]),
+        )
+        for row in labelled.groupBy("_part")
+        .agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.countDistinct(USER).alias("users"),
+            F.countDistinct(ITEM).alias("items"),
+            F.min(micros).alias("first"),
+            F.max(micros).alias("last"),
+        )
+        .collect()
+    }
+    empty = PartCounts(rows=0, users=0, items=0, first_timestamp=None, last_timestamp=None)
+    return {name: found.get(name, empty) for name in parts}
+
+
+def describe_split(split: Split) -> dict[str, PartCounts]:
+    """The counts of the split's parts (train, test, and validation when there is one) for
+    the run record's ``split`` (docs/evaluation.md#splits-no-time-travel).
+
+    Raises InputError when train or test (or a validation part) is empty.
+    """
+    parts = {"train": split.train, "test": split.test}
+    if split.validation is not None:
+        parts["validation"] = split.validation
+    described = describe_parts(parts)
+    for name in ("train", "test"):
+        if described[name].rows == 0:
+            raise InputError(
+                f"split: the {name} part is empty ({split.params}); change split.cutoff, "
+                "split.quantile, split.fraction or split.n so that both train and test hold rows."
+            )
+    if "validation" in described and described["validation"].rows == 0:
+        raise InputError("split.validation_cutoff: the validation part is empty; move it earlier.")
+    return described
+
+
+def history_rows(parts: Mapping[str, PartCounts]) -> int:
+    """Rows of the train history (train + validation) of :func:`describe_split`'s parts."""
+    return parts["train"].rows + (parts["validation"].rows if "validation" in parts else 0)

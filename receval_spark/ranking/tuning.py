@@ -1,4 +1,5 @@
-"""Hyperparameter grids chosen on the validation period (DESIGN §2).
+"""Hyperparameter grids chosen on the validation period
+(docs/evaluation.md#candidate-models-and-tuning).
 
 Each grid point is fitted on train, ranks the users with relevant validation interactions
 (seen train items filtered as in the test protocol) and is scored by the macro average of
@@ -8,17 +9,23 @@ then refits the chosen point on train + validation and scores it on test.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame
 
 from receval_spark.cache import persist
-from receval_spark.columns import USER
-from receval_spark.config import ModelConfig, TuningConfig, hyperparameter_grid, hyperparameters
+from receval_spark.columns import ITEM, USER
+from receval_spark.config.ranking_data import RelevanceConfig
+from receval_spark.config.ranking_evaluation import EvaluationConfig, TuningConfig
+from receval_spark.config.ranking_models import ModelConfig, hyperparameter_grid, hyperparameters
+from receval_spark.errors import InputError
 from receval_spark.metrics.accuracy import per_user_accuracy
 from receval_spark.metrics.aggregate import exact_mean
 from receval_spark.ranking.models import fit_model
 from receval_spark.ranking.models.item_knn import item_neighbours
+from receval_spark.ranking.relevance import relevant_items
+from receval_spark.ranking.split import Split
 from receval_spark.ranking.topk import rank_candidates
 
 
@@ -36,9 +43,11 @@ def validation_score(
     :func:`~receval_spark.ranking.models.fit_model`."""
     scorer = fit_model(model, history=train, truth=truth, k=tuning.k, seen=seen, similar=similar)
     users = truth.select(USER).distinct()
-    ranked = rank_candidates(scorer.candidates(users), k=tuning.k, seen=seen)
+    ranked = rank_candidates(scorer.candidates_for(users), k=tuning.k, seen=seen)
     scores = per_user_accuracy(ranked, truth, ks=[tuning.k])
-    return float(scores.agg(exact_mean(tuning.metric)).first()[0])
+    row = scores.agg(exact_mean(tuning.metric)).first()
+    assert row is not None  # a global aggregate has one row
+    return float(row[0])
 
 
 def tune(
@@ -74,3 +83,36 @@ def tune(
         "validation_score": best_score,
     }
     return best, record
+
+
+def choose_models(
+    models: Sequence[ModelConfig],
+    split: Split,
+    relevance: RelevanceConfig,
+    settings: EvaluationConfig,
+) -> tuple[list[ModelConfig], dict[str, Any]]:
+    """Every configured model with single hyperparameter values: a grid is tuned on the
+    validation period (:func:`tune`, ``settings.tuning``; seen items filtered under
+    ``settings.filter_seen``), a one-point grid is taken as written. Returns the models and the
+    tuning record per tuned model."""
+    grids = {m.name for m in models if len(hyperparameter_grid(m)) > 1}
+    if not grids:
+        return [hyperparameter_grid(m)[0] for m in models], {}
+    assert split.validation is not None  # config: a grid needs split.validation_cutoff
+    train = persist(split.train)
+    truth = persist(relevant_items(split.validation, relevance))
+    if truth.isEmpty():
+        raise InputError(
+            "split.validation_cutoff: no validation interaction is relevant, so no grid can be "
+            "tuned; move split.validation_cutoff (or validation_quantile) earlier or lower "
+            "relevance.threshold."
+        )
+    seen = persist(train.select(USER, ITEM).distinct()) if settings.filter_seen else None
+    chosen, records = [], {}
+    for model in models:
+        if model.name in grids:
+            model, records[model.name] = tune(
+                model, train=train, truth=truth, seen=seen, tuning=settings.tuning
+            )
+        chosen.append(hyperparameter_grid(model)[0])
+    return chosen, records

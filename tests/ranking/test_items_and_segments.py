@@ -13,7 +13,7 @@ from receval_spark.errors import InputError
 from receval_spark.inputs import canonical_items
 from receval_spark.metrics.diversity import unit_vectors
 from receval_spark.metrics.novelty import content_expected
-from receval_spark.ranking.pipeline import describe_items
+from receval_spark.ranking.beyond_stage import describe_items
 from receval_spark.ranking.relevance import item_popularity_segments, scoped_truth
 
 CATALOGUE_DDL = "item_id long, n_users long, n_interactions long"

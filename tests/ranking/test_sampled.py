@@ -12,8 +12,9 @@ from receval_spark.config import AlsModel, EvaluationConfig, ItemKnnModel, Popul
 from receval_spark.metrics.accuracy import per_user_accuracy
 from receval_spark.metrics.lists import item_statistics
 from receval_spark.ranking.models import fit_model
-from receval_spark.ranking.pipeline import Population, sampled_candidates, sampled_protocol
+from receval_spark.ranking.population import Population
 from receval_spark.ranking.relevance import user_segments
+from receval_spark.ranking.sampled import sampled_candidates, sampled_protocol
 from receval_spark.ranking.topk import rank_candidates, sampled_top_k, top_k
 
 SCHEMA = "user_id int, item_id int"

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from pyspark.sql import DataFrame
 
 from receval_spark.cache import persist
 from receval_spark.columns import ITEM, SCORE, USER
-from receval_spark.config import ModelConfig
+from receval_spark.config.ranking_models import AlsModel, ItemKnnModel, ModelConfig
 from receval_spark.ranking.models.als import als_scores, fit_als, seen_tiers, tiered_als_candidates
 from receval_spark.ranking.models.bias import PREDICTION, bias_predictions
 from receval_spark.ranking.models.item_knn import (
@@ -25,6 +26,7 @@ from receval_spark.ranking.models.popularity import popularity_candidates, popul
 from receval_spark.ranking.models.random import random_candidates, random_scores
 
 Transform = Callable[[DataFrame], DataFrame]
+Value = TypeVar("Value")
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,13 @@ class Scorer:
     ratings: Transform | None = None
     scorable: Transform | None = None
     fallback: str | None = None
+
+    def candidates_for(self, users: DataFrame) -> DataFrame:
+        """``candidates(users)``; ValueError for a model that only predicts ratings (the
+        config allows those in the rating_prediction task alone)."""
+        if self.candidates is None:
+            raise ValueError("a model that only predicts ratings has no candidates to rank")
+        return self.candidates(users)
 
 
 def unscorable(users: DataFrame, scorable: Transform) -> DataFrame:
@@ -68,8 +77,9 @@ def candidate_model(
 ) -> Scorer:
     """A candidate model (ALS, item-kNN) whose users outside ``scorable`` get nothing
     (``fallback: none``) or are served by the popularity baseline on the same history
-    (``fallback: popularity``, DESIGN §4): its candidates, so the same seen-item filtering
-    and ties as the ``popularity`` model, and its scores of sampled pairs."""
+    (``fallback: popularity``, docs/evaluation.md#candidate-models-and-tuning): its
+    candidates, so the same seen-item filtering and ties as the ``popularity`` model, and its
+    scores of sampled pairs."""
     if fallback == "none":
         return Scorer(candidates, scores, ratings, scorable=scorable)
 
@@ -104,64 +114,92 @@ def fit_model(
     (tuning computes the grid's widest once); without it the model computes its own. ALS and
     item-kNN's neighbour table fit here (Spark jobs); the other kinds stay lazy.
     """
-    kind = model.kind
-    if kind == "popularity":
+    if model.kind == "popularity":
         return Scorer(
             lambda users: popularity_candidates(history, users, k=k, seen=seen),
             lambda pairs: popularity_scores(history, pairs),
         )
-    if kind == "random":
+    if model.kind == "random":
+        seed = model.seed
         return Scorer(
-            lambda users: random_candidates(history, users, k=k, seen=seen, seed=model.seed),
-            lambda pairs: random_scores(pairs, seed=model.seed),
+            lambda users: random_candidates(history, users, k=k, seen=seen, seed=seed),
+            lambda pairs: random_scores(pairs, seed=seed),
         )
-    if kind == "oracle":
+    if model.kind == "oracle":
         return Scorer(
             lambda users: oracle_candidates(truth.join(users, on=USER, how="left_semi")),
             lambda pairs: oracle_scores(truth, pairs),
         )
-    if kind == "item_knn":
-        if similar is None:
-            table = persist(item_neighbours(history, neighbours=model.neighbours))
-        else:
-            table = nearest(similar, model.neighbours)
-        return candidate_model(
-            lambda users: item_knn_candidates(history, users, table),
-            lambda pairs: item_knn_scores(history, pairs, table),
-            lambda users: item_knn_users(history, users, table),
-            fallback=model.fallback,
-            history=history,
-            k=k,
-            seen=seen,
-        )
-    if kind == "als":
-        fitted = fit_als(history, params=model.als_params())
-        tiers = None if seen is None else seen_tiers(seen, k=k)
-
-        def scores(pairs: DataFrame) -> DataFrame:
-            return als_scores(fitted, pairs)
-
-        def ratings(pairs: DataFrame) -> DataFrame:
-            return scores(pairs).withColumnRenamed(SCORE, PREDICTION)
-
-        return candidate_model(
-            lambda users: tiered_als_candidates(fitted, users, k=k, tiers=tiers),
-            scores,
-            lambda users: users.select(USER).join(fitted.user_ids, on=USER, how="left_semi"),
-            fallback=model.fallback,
-            history=history,
-            k=k,
-            seen=seen,
-            ratings=None if model.implicit else ratings,
-        )
-    if kind == "bias":
+    if model.kind == "item_knn":
+        return _item_knn(model, history=history, k=k, seen=seen, similar=similar)
+    if model.kind == "als":
+        return _als(model, history=history, k=k, seen=seen)
+    if model.kind == "bias":
+        reg_item, reg_user = model.reg_item, model.reg_user
         return Scorer(
             None,
             ratings=lambda pairs: bias_predictions(
-                history, pairs, reg_item=model.reg_item, reg_user=model.reg_user
+                history, pairs, reg_item=reg_item, reg_user=reg_user
             ),
         )
-    if kind == "external" and external is not None:
-        scores = external.select(USER, ITEM, SCORE)  # without the attributes of custom metrics
-        return Scorer(lambda users: scores.join(users.select(USER), on=USER, how="left_semi"))
-    raise ValueError(f"model {model.name!r}: cannot fit kind {kind!r}")
+    if model.kind == "external" and external is not None:
+        lists = external.select(USER, ITEM, SCORE)  # without the attributes of custom metrics
+        return Scorer(lambda users: lists.join(users.select(USER), on=USER, how="left_semi"))
+    raise ValueError(f"model {model.name!r}: cannot fit kind {model.kind!r}")
+
+
+def _item_knn(
+    model: ItemKnnModel,
+    *,
+    history: DataFrame,
+    k: int,
+    seen: DataFrame | None,
+    similar: DataFrame | None,
+) -> Scorer:
+    """Item-kNN with its neighbour table (fitted here unless ``similar`` is given)."""
+    neighbours = single(model.neighbours)
+    if similar is None:
+        table = persist(item_neighbours(history, neighbours=neighbours))
+    else:
+        table = nearest(similar, neighbours)
+    return candidate_model(
+        lambda users: item_knn_candidates(history, users, table),
+        lambda pairs: item_knn_scores(history, pairs, table),
+        lambda users: item_knn_users(history, users, table),
+        fallback=model.fallback,
+        history=history,
+        k=k,
+        seen=seen,
+    )
+
+
+def _als(model: AlsModel, *, history: DataFrame, k: int, seen: DataFrame | None) -> Scorer:
+    """Spark ML ALS fitted on ``history``: its candidates, pair scores and (explicit ALS)
+    rating predictions."""
+    fitted = fit_als(history, params=model.als_params())
+    tiers = None if seen is None else seen_tiers(seen, k=k)
+
+    def scores(pairs: DataFrame) -> DataFrame:
+        return als_scores(fitted, pairs)
+
+    def ratings(pairs: DataFrame) -> DataFrame:
+        return scores(pairs).withColumnRenamed(SCORE, PREDICTION)
+
+    return candidate_model(
+        lambda users: tiered_als_candidates(fitted, users, k=k, tiers=tiers),
+        scores,
+        lambda users: users.select(USER).join(fitted.user_ids, on=USER, how="left_semi"),
+        fallback=model.fallback,
+        history=history,
+        k=k,
+        seen=seen,
+        ratings=None if model.implicit else ratings,
+    )
+
+
+def single(value: Value | list[Value]) -> Value:
+    """One hyperparameter value; ValueError for a grid (a list), which
+    :func:`receval_spark.ranking.tuning.choose_models` resolves before a model is fitted."""
+    if isinstance(value, list):
+        raise ValueError(f"a grid {value} cannot be fitted; choose one point first")
+    return value

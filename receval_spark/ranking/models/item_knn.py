@@ -33,7 +33,7 @@ from receval_spark.ranking.models.common import dense_ids
 PAIR_BITS = 32  # an item pair (a, b) of dense numbers as one long: a * 2^PAIR_BITS + b
 PAIR_BASE = 1 << PAIR_BITS
 PAIRS_PER_PARTITION = 1_000_000  # co-occurring pairs per task (pair_partitions)
-RANK = "neighbour_rank"  # 1 = the most similar other item
+NEIGHBOUR_RANK = "neighbour_rank"  # 1 = the most similar other item
 
 
 def pair_partitions(pairs: DataFrame) -> int:
@@ -98,9 +98,9 @@ def item_neighbours(history: DataFrame, *, neighbours: int) -> DataFrame:
     together = similar.select(F.inline(both_ways), "_both", "similarity")
     order = Window.partitionBy(ITEM).orderBy(*cosine_order("_both", "_s"), F.col("neighbour"))
     return (
-        together.withColumn(RANK, F.row_number().over(order))
-        .filter(F.col(RANK) <= neighbours)
-        .select(ITEM, "neighbour", "similarity", RANK)
+        together.withColumn(NEIGHBOUR_RANK, F.row_number().over(order))
+        .filter(F.col(NEIGHBOUR_RANK) <= neighbours)
+        .select(ITEM, "neighbour", "similarity", NEIGHBOUR_RANK)
     )
 
 
@@ -108,7 +108,7 @@ def nearest(neighbours: DataFrame, n: int) -> DataFrame:
     """The rows of each item's ``n`` most similar items in an :func:`item_neighbours` table
     of at least ``n`` neighbours per item: the same table as ``item_neighbours`` with
     ``neighbours=n``, without computing the similarities again (a grid over ``neighbours``)."""
-    return neighbours.filter(F.col(RANK) <= n)
+    return neighbours.filter(F.col(NEIGHBOUR_RANK) <= n)
 
 
 def item_knn_candidates(history: DataFrame, users: DataFrame, neighbours: DataFrame) -> DataFrame:

@@ -1,0 +1,69 @@
+"""The accuracy step of a ranking run (docs/evaluation.md, "Accuracy metrics"): every model's
+per-user accuracy at every k by user and item segment, and the macro averages with intervals
+(docs/statistics.md#intervals-segments-and-paired-comparisons-design-7)."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from receval_spark.cache import persist
+from receval_spark.columns import USER
+from receval_spark.config import EvaluationConfig
+from receval_spark.inputs import UNASSIGNED
+from receval_spark.metrics.accuracy import ACCURACY_METRICS, per_user_accuracy
+from receval_spark.metrics.aggregate import macro_average, to_long
+from receval_spark.metrics.compat import COMPAT_METRICS, compatible_per_user
+from receval_spark.ranking.population import Population
+from receval_spark.ranking.relevance import item_popularity_segments, scoped_truth
+from receval_spark.results import MetricRow, metric_row
+
+
+def macro_rows(per_user_long: DataFrame) -> list[MetricRow]:
+    """Macro averages with intervals of (model, segment, user_id, k, metric, value) rows."""
+    averages = macro_average(per_user_long, by=["model", "segment", "metric", "k"])
+    return [metric_row(r) for r in averages.collect()]
+
+
+def accuracy_per_user(
+    ranked: DataFrame,
+    population: Population,
+    *,
+    models: DataFrame,
+    settings: EvaluationConfig,
+    item_segments: DataFrame | None = None,
+) -> DataFrame | None:
+    """(model, segment, user_id, k, metric, value) for user segments and item segments,
+    persisted; None when no accuracy metric is configured.
+
+    One pass for all models and scopes: Rel(u) is scoped (all, items=head, items=tail, and
+    the segments of ``item_segments``: (item_id, segment) of evaluation.item_segments); the
+    ``all`` scope is then broken down by user segment. Under a peer's ``definitions``
+    (docs/evaluation.md#compatibility-profiles-evaluationdefinitions) only its precision,
+    recall, ndcg and map, by user segment.
+    """
+    truth, segments = population.truth, population.segments
+    keys = ["model", "segment", USER, "k"]
+    if settings.definitions != "receval":
+        compatible = [m for m in COMPAT_METRICS if m in settings.metrics]
+        if not compatible:
+            return None
+        scores = compatible_per_user(
+            ranked, truth, ks=settings.k, definitions=settings.definitions, lists=models
+        )
+        return persist(to_long(scores.join(segments, on=USER), metrics=compatible, keys=keys))
+    metrics = [m for m in ACCURACY_METRICS if m in settings.metrics]
+    if not metrics:
+        return None
+    labellings = []
+    if "popularity" in settings.segments:
+        popularity = item_popularity_segments(population.catalogue, head_share=settings.head_share)
+        labellings.append((popularity, "items=tail"))
+    if item_segments is not None and settings.item_segments is not None:
+        labellings.append((item_segments, f"{settings.item_segments.label}={UNASSIGNED}"))
+    scores = per_user_accuracy(
+        ranked, scoped_truth(truth, *labellings), ks=settings.k, lists=models, truth_keys=["scope"]
+    )
+    by_user = scores.filter(F.col("scope") == "all").drop("scope").join(segments, on=USER)
+    by_item = scores.filter(F.col("scope") != "all").withColumnRenamed("scope", "segment")
+    return persist(to_long(by_user.unionByName(by_item), metrics=metrics, keys=keys))

@@ -29,6 +29,13 @@ from pyspark.sql import functions as F
 from receval_spark import __version__
 from receval_spark.cache import CachedTables, tracking_cache
 from receval_spark.columns import RATING
+from receval_spark.commit import (
+    REPORT_DATASETS,
+    commit_datasets,
+    read_committed,
+    read_log,
+    report_root,
+)
 from receval_spark.config import JobConfig, SessionJobConfig, validate_config
 from receval_spark.config_files import (
     check_output_path,
@@ -37,14 +44,7 @@ from receval_spark.config_files import (
     resolve_paths,
 )
 from receval_spark.errors import ConfigError, InputError
-from receval_spark.io import (
-    REPORT_DATASETS,
-    commit_datasets,
-    local_path,
-    read_committed,
-    read_log,
-    report_root,
-)
+from receval_spark.io import local_path
 from receval_spark.judge import Judgement, judge_outcome
 from receval_spark.progress import StageClock
 from receval_spark.ranking.pipeline import evaluate as evaluate_ranking

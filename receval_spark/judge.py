@@ -19,8 +19,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from receval_spark.alerts import regressions
+from receval_spark.commit import (
+    RunState,
+    committed_runs,
+    read_committed,
+    read_log,
+    report_root,
+)
 from receval_spark.config import AlertRule
-from receval_spark.io import RunState, committed_runs, read_committed, read_log, report_root
 from receval_spark.metrics.compare import comparison_rows, earlier_differences, holm_adjusted
 from receval_spark.results import REPORT_SCHEMAS, ComparisonRow, Outcome
 

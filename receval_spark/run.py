@@ -25,8 +25,9 @@ from receval_spark.api import (
     render_report,
     write_reports,
 )
+from receval_spark.commit import refuse_if_held
 from receval_spark.config import JobConfig, SessionJobConfig
-from receval_spark.io import local_path, refuse_if_held
+from receval_spark.io import local_path
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Two writers of one output root, each a real process (one writer at a time, io.Lease).
+"""Two writers of one output root, each a real process (one writer at a time, commit.Lease).
 
 A process that holds the lease (in the middle of its write) makes a ``receval evaluate`` of
 the same output fail with exit 2 and one line naming it before it computes anything, writing
@@ -34,10 +34,10 @@ DATASETS = ("metrics", "long_tail", "runs")
 HOLDER = """
 import sys, time
 from pyspark.sql import SparkSession
-from receval_spark import io
+from receval_spark import commit
 spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").config(
     sys.argv[2], sys.argv[3]).getOrCreate()
-with io.Lease(spark, sys.argv[1], run_id="holder", run_date="2024-02-01",
+with commit.Lease(spark, sys.argv[1], run_id="holder", run_date="2024-02-01",
               datasets=("metrics",), lease_seconds=600):
     print("holding", flush=True)
     sys.stdin.readline()  # until the test says so

@@ -1,4 +1,4 @@
-"""The report commit of ``receval_spark.io`` (module doc): through Spark alone, on ``file://``
+"""The report commit of ``receval_spark.commit`` (module doc): through Spark alone, on ``file://``
 and on ``viewfs://`` (a Hadoop filesystem the driver's Python cannot open).
 
 Readers see, per run date, exactly the rows of the run that committed it last; a failed or
@@ -21,9 +21,19 @@ from helpers import ReportRoot
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from receval_spark import io
+from receval_spark.commit import (
+    Lease,
+    LogEvent,
+    WriterConflict,
+    append_event,
+    commit_datasets,
+    read_committed,
+    read_log,
+    run_folder,
+    run_states,
+)
 from receval_spark.config import CatalogConfig, InteractionsSource
-from receval_spark.io import commit_datasets, read_table, to_uri
+from receval_spark.io import read_table, to_uri
 
 D1, D2 = "2026-01-01", "2026-01-02"
 SCHEMA = "run_id string, i int, value double"
@@ -46,7 +56,7 @@ def tables(
 
 def committed(spark: SparkSession, root: ReportRoot, dataset: str) -> set[tuple[str, str, int]]:
     """(run_date, run_id, i) of the rows readers see."""
-    rows = io.read_committed(spark, root.uri, dataset, schema=frame(spark, "x").schema)
+    rows = read_committed(spark, root.uri, dataset, schema=frame(spark, "x").schema)
     return {(r.run_date, r.run_id, r.i) for r in rows.collect()}
 
 
@@ -80,10 +90,10 @@ def begin_by_hand(
     """A writer's first steps, by hand: its begin event, then its datasets (no commit)."""
     at = dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(seconds=ago)
     datasets = ("metrics", "runs")
-    event = io.LogEvent(run_id, "begin", date, datasets, at, owner)
-    io.append_event(spark, root.uri, event, tag="00000")
+    event = LogEvent(run_id, "begin", date, datasets, at, owner)
+    append_event(spark, root.uri, event, tag="00000")
     for name in datasets:
-        frame(spark, run_id).write.parquet(io.run_folder(root.uri, name, date, run_id))
+        frame(spark, run_id).write.parquet(run_folder(root.uri, name, date, run_id))
 
 
 def dead_owner() -> str:
@@ -104,7 +114,7 @@ def test_commits_a_date(spark: SparkSession, report_root: ReportRoot) -> None:
         folder = report_root.local / name / f"run_date={D1}" / "run=r1"
         assert data_files(folder) and (folder / "_SUCCESS").exists()
     assert not (report_root.local / "comparisons").exists()
-    events = io.read_log(spark, report_root.uri)
+    events = read_log(spark, report_root.uri)
     assert [e.event for e in sorted(events, key=lambda e: e.at)][:1] == ["begin"]
     assert {e.event for e in events} == {"begin", "commit", "end"}
     # a plain Spark read of a dataset folder sees the run partition column as well
@@ -164,7 +174,7 @@ def test_failure_while_writing_changes_nothing_readers_see(
 
     assert {name: committed(spark, report_root, name) for name in ("metrics", "runs")} == before
     assert not data_files(report_root.local / "metrics" / f"run_date={D1}" / "run=r2")
-    states = io.run_states(io.read_log(spark, report_root.uri))
+    states = run_states(read_log(spark, report_root.uri))
     assert states["r2"].discarded and states["r2"].ended and states["r2"].committed is None
 
 
@@ -196,7 +206,7 @@ def test_a_killed_run_is_never_seen_and_the_next_writer_discards_it(
 
     assert runs_seen(spark, report_root, "metrics") == {D1: {"r1"}, D2: {"r3"}}
     assert not data_files(report_root.local / "metrics" / f"run_date={D1}" / "run=r2")
-    assert io.run_states(io.read_log(spark, report_root.uri))["r2"].discarded
+    assert run_states(read_log(spark, report_root.uri))["r2"].discarded
 
 
 def test_a_run_killed_after_its_commit_is_committed(
@@ -206,8 +216,8 @@ def test_a_run_killed_after_its_commit_is_committed(
     owner = dead_owner()
     begin_by_hand(spark, report_root, "r2", D1, owner=owner)
     at = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    commit_event = io.LogEvent("r2", "commit", D1, ("metrics", "runs"), at, owner)
-    io.append_event(spark, report_root.uri, commit_event, tag="00001")
+    commit_event = LogEvent("r2", "commit", D1, ("metrics", "runs"), at, owner)
+    append_event(spark, report_root.uri, commit_event, tag="00001")
     # died here: no end event, r1's folders still full; readers already see r2 alone
     assert runs_seen(spark, report_root, "metrics") == {D1: {"r2"}}
     assert runs_seen(spark, report_root, "per_user") == {}  # r2 did not write it
@@ -226,11 +236,11 @@ def test_a_second_writer_fails_naming_the_live_one(
     live = f"{os.uname().nodename}:{os.getpid()}"  # this process: alive
     begin_by_hand(spark, report_root, "r2", D2, owner=live)
 
-    with pytest.raises(io.WriterConflict, match=r"run r2 .* is writing to .*one writer at a time"):
+    with pytest.raises(WriterConflict, match=r"run r2 .* is writing to .*one writer at a time"):
         commit(spark, report_root, "r3", D2)
 
     assert runs_seen(spark, report_root, "metrics") == {D1: {"r1"}}
-    states = io.run_states(io.read_log(spark, report_root.uri))
+    states = run_states(read_log(spark, report_root.uri))
     assert states["r3"].ended and states["r3"].committed is None
     assert not states["r2"].discarded  # the live run is left alone
 
@@ -243,7 +253,7 @@ def test_a_lease_without_heartbeats_lapses(spark: SparkSession, report_root: Rep
         tables(spark, "r3"), output_path=report_root.uri, run_date=D1, run_id="r3", lease_seconds=20
     )
     assert runs_seen(spark, report_root, "metrics") == {D1: {"r3"}}
-    assert io.run_states(io.read_log(spark, report_root.uri))["r2"].discarded
+    assert run_states(read_log(spark, report_root.uri))["r2"].discarded
 
 
 @pytest.mark.parametrize("report_root", ["file"], indirect=True)  # the lease: any storage
@@ -252,28 +262,28 @@ def test_a_run_given_up_as_dead_refuses_to_commit(
 ) -> None:
     commit(spark, report_root, "r1", D1)
     root = report_root.uri
-    with io.Lease(
+    with Lease(
         spark, root, run_id="r2", run_date=D1, datasets=("metrics",), lease_seconds=600
     ) as lease:
-        frame(spark, "r2").write.parquet(io.run_folder(root, "metrics", D1, "r2"))
+        frame(spark, "r2").write.parquet(run_folder(root, "metrics", D1, "r2"))
         now = dt.datetime.now(dt.UTC)
-        io.append_event(
-            spark, root, io.LogEvent("r2", "discard", D1, ("metrics",), now, "x:1"), tag="by-r9"
+        append_event(
+            spark, root, LogEvent("r2", "discard", D1, ("metrics",), now, "x:1"), tag="by-r9"
         )
-        with pytest.raises(io.WriterConflict, match="given up on as dead"):
+        with pytest.raises(WriterConflict, match="given up on as dead"):
             lease.commit()
     assert runs_seen(spark, report_root, "metrics") == {D1: {"r1"}}
 
 
 @pytest.mark.parametrize("report_root", ["file"], indirect=True)  # the lease: any storage
 def test_heartbeats_keep_a_slow_writer_alive(spark: SparkSession, report_root: ReportRoot) -> None:
-    with io.Lease(
+    with Lease(
         spark, report_root.uri, run_id="r1", run_date=D1, datasets=("metrics",), lease_seconds=3
     ):
         import time
 
         time.sleep(4)
-        events = io.read_log(spark, report_root.uri)
+        events = read_log(spark, report_root.uri)
     assert sum(e.event == "heartbeat" for e in events) >= 2
 
 
@@ -310,9 +320,7 @@ def test_write_reports_to_a_path_with_a_space(spark: SparkSession, tmp_path: Pat
     out = tmp_path / "my reports"
     commit_datasets(tables(spark, "r1"), output_path=str(out), run_date=D1, run_id="r1")
     assert data_files(out / "metrics" / f"run_date={D1}" / "run=r1")
-    assert (
-        io.read_committed(spark, str(out), "metrics", schema=frame(spark, "x").schema).count() == 3
-    )
+    assert read_committed(spark, str(out), "metrics", schema=frame(spark, "x").schema).count() == 3
     assert not (tmp_path / "my%20reports").exists()
 
 

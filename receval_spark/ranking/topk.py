@@ -1,4 +1,5 @@
-"""Top-k ranking: deterministic order, seen-item filtering, one window for every k (DESIGN §4)."""
+"""Top-k ranking: deterministic order, seen-item filtering, one window for every k
+(docs/evaluation.md#top-k)."""
 
 from __future__ import annotations
 
@@ -41,8 +42,9 @@ def rank_candidates(
 
 
 def sampled_top_k(scores: DataFrame, *, k: int, seed: int, by: Sequence[str] = ()) -> DataFrame:
-    """R_k(u) of a sampled protocol (DESIGN §7): (*by, user_id, item_id, score, rank), rank
-    1..k per user (per ``by`` and user, as :func:`top_k`).
+    """R_k(u) of a sampled protocol (docs/evaluation.md#sampled-protocol-sampled_n): (*by,
+    user_id, item_id, score, rank), rank 1..k per user (per ``by`` and user, as
+    :func:`top_k`).
 
     A user whose every score is null (the model cannot score the user) gets no list, so scores
     0 on every metric, as under ``full``. Order: score descending (an unscored item last), equal

@@ -1,2 +1,2 @@
-"""The session-based next-item protocol (DESIGN §8): preprocessing and time split, session
+"""The session-based next-item protocol (docs/sessions.md): preprocessing and time split, session
 models, Recall@k / MRR@k, and the pipeline that chains them into one Outcome."""

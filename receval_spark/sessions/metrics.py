@@ -1,4 +1,4 @@
-r"""Next-item metrics over prediction events (DESIGN §8).
+r"""Next-item metrics over prediction events (docs/sessions.md).
 
 For event e with target t_e and the model's list, rank_e = the position of t_e in the list
 (none when absent):

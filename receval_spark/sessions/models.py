@@ -1,4 +1,4 @@
-"""Session-based next-item baselines (DESIGN §8), trained on the train sessions in Spark.
+"""Session-based next-item baselines (docs/sessions.md), trained on the train sessions in Spark.
 
 Every model turns prediction events (session_id, position, item_id = the prefix's last item,
 target_id) into ranked lists (session_id, position, item_id, rank) with rank 1..k. Ties are

@@ -1,4 +1,4 @@
-"""The session-based next-item job (DESIGN §8) as a readable sequence of steps.
+"""The session-based next-item job (docs/sessions.md) as a readable sequence of steps.
 
 config -> clicks -> preprocessing and time split (counts recorded) -> prediction events ->
 each model's top-k lists -> Recall@k / MRR@k over events, coverage and popularity bias of the
@@ -7,7 +7,7 @@ lists -> report datasets (metrics with protocol ``session``, runs).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
@@ -61,8 +61,6 @@ from receval_spark.sessions.preprocessing import (
     prediction_events,
     preprocess_sessions,
 )
-
-PROTOCOL = SESSION_PROTOCOL
 
 
 @dataclass(frozen=True)
@@ -138,60 +136,81 @@ def evaluate_sessions(
         raise InputError("the test sessions yield no prediction event (every one has 1 click).")
     clock.note(prediction_events=n_events)
     clock.start("top_k")
-    lists = persist(
-        union_all(
-            [
-                session_lists(
-                    m,
-                    predictions=inputs.predictions,
-                    events=events,
-                    train=train,
-                    test=test,
-                    k=max(ks),
-                ).withColumn("model", F.lit(m.name))
-                for m in config.models
-            ]
-        )
+    lists = all_session_lists(
+        config.models,
+        predictions=inputs.predictions,
+        events=events,
+        train=train,
+        test=test,
+        k=max(ks),
     )
-    spark = events.sparkSession
-    models = spark.createDataFrame([(m.name,) for m in config.models], "model string")
+    names = [m.name for m in config.models]
+    models = events.sparkSession.createDataFrame([(name,) for name in names], "model string")
     rows = []
     clock.start("accuracy")
     if any(m in wanted for m in SESSION_ACCURACY):
         accuracy = session_accuracy(target_ranks(events, lists, models), ks=ks)
         rows += [
-            metric_row(r, protocol=PROTOCOL) for r in accuracy.collect() if r["metric"] in wanted
+            metric_row(r, protocol=SESSION_PROTOCOL)
+            for r in accuracy.collect()
+            if r["metric"] in wanted
         ]
     exposure_metrics = [m for m in SESSION_EXPOSURE if m in wanted]
     clock.start("beyond")
     if exposure_metrics:
         exposure = _exposure(lists, train, models, ks, exposure_metrics)
-        rows += [metric_row(r, protocol=PROTOCOL) for r in exposure.collect()]
+        rows += [metric_row(r, protocol=SESSION_PROTOCOL) for r in exposure.collect()]
     test_counts = split.steps[-1]
-    facts = event_facts(lists, [m.name for m in config.models], n_events, test_counts)
-    summary = {
-        **split.params,
-        "steps": split.steps,
-        "prediction_events": n_events,
-        "data_quality": [f.record() for f in facts],
-    }
-    expected_events = test_counts["clicks"] - test_counts["sessions"]
-    checks = [
-        Check(
-            "prefix_expansion",
-            n_events == expected_events,
-            f"{n_events} prediction events from {test_counts['clicks']} test clicks in "
-            f"{test_counts['sessions']} sessions (n - 1 per session: {expected_events})",
-        )
-    ]
+    facts = event_facts(lists, names, n_events, test_counts)
+    checks = [prefix_expansion_check(n_events, test_counts)]
     clock.stop()
     return Outcome(
         metrics=rows,
-        split=summary,
+        split={
+            **split.params,
+            "steps": split.steps,
+            "prediction_events": n_events,
+            "data_quality": [f.record() for f in facts],
+        },
         n_users_evaluated=n_events,
         checks=checks,
         warnings=session_warnings(facts, config.evaluation.data_quality, n_events),
         stage_seconds=clock.seconds,
+    )
+
+
+def all_session_lists(
+    models: Sequence[SessionModelConfig],
+    *,
+    predictions: Mapping[str, DataFrame],
+    events: DataFrame,
+    train: DataFrame,
+    test: DataFrame,
+    k: int,
+) -> DataFrame:
+    """Every model's top-k lists (session_id, position, item_id, rank, model) of the
+    prediction ``events``, persisted: one table that every later stage reads."""
+    lists = union_all(
+        [
+            session_lists(
+                m, predictions=predictions, events=events, train=train, test=test, k=k
+            ).withColumn("model", F.lit(m.name))
+            for m in models
+        ]
+    )
+    assert lists is not None  # a job has at least one model
+    return persist(lists)
+
+
+def prefix_expansion_check(n_events: int, test_counts: Mapping[str, int]) -> Check:
+    """``prefix_expansion``: a test session of n clicks yields n - 1 prediction events
+    (docs/sessions.md), so the events number the test clicks less the test sessions."""
+    expected_events = test_counts["clicks"] - test_counts["sessions"]
+    return Check(
+        "prefix_expansion",
+        n_events == expected_events,
+        f"{n_events} prediction events from {test_counts['clicks']} test clicks in "
+        f"{test_counts['sessions']} sessions (n - 1 per session: {expected_events})",
     )
 
 
@@ -256,6 +275,7 @@ def _exposure(
         by=by,
         metrics=metrics,
     )
+    assert values is not None  # metrics: at least one of SESSION_EXPOSURE
     spark = lists.sparkSession
     grid = models.crossJoin(spark.createDataFrame([(k,) for k in ks], "k int")).crossJoin(
         spark.createDataFrame([(m,) for m in metrics], "metric string")

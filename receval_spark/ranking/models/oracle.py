@@ -1,4 +1,5 @@
-"""Oracle: each user's relevant test items, best grade first (the sanity model, DESIGN §5)."""
+"""Oracle: each user's relevant test items, best grade first (the sanity model,
+docs/statistics.md#sanity-checks-in-runschecks)."""
 
 from __future__ import annotations
 

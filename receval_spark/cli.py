@@ -224,7 +224,7 @@ def _finish(evaluation: Evaluation, commit: Commit) -> int:
     alerts = commit.alerts
     for alert in alerts:
         click.echo(f"alert: {alert}", err=True)
-    from receval_spark.api import run_summary
+    from receval_spark.run import run_summary
 
     click.get_current_context().ensure_object(dict)["summary"] = run_summary(evaluation, commit)
     if failed:

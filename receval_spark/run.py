@@ -9,8 +9,10 @@ scheduler's or a notebook's Python calls it as ``rv.run_job(spark, config)``
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -28,6 +30,7 @@ from receval_spark.api import (
 from receval_spark.commit import refuse_if_held
 from receval_spark.config import JobConfig, SessionJobConfig
 from receval_spark.io import local_path
+from receval_spark.registry import HEADLINE_METRICS
 
 
 @dataclass(frozen=True)
@@ -99,3 +102,60 @@ def _track(
         first = next((line for line in str(exc).splitlines() if line.strip()), "")
         notes.append(f"tracking.mlflow: {type(exc).__name__}: {first}")
         return None
+
+
+def run_summary(evaluation: Evaluation, commit: Commit) -> dict[str, Any]:
+    """What a scheduler reads of a finished run (``--summary-json``): identity, status, stage
+    seconds, the headline metrics and comparisons (segment all), checks, alerts, warnings and
+    the data-quality facts."""
+    outcome = evaluation.outcome
+    session = evaluation.protocol == "session"
+    headline = [
+        {
+            "model": r.model,
+            "metric": r.metric,
+            "k": r.k,
+            "protocol": r.protocol,
+            "value": r.value,
+            "ci_low": r.ci_low,
+            "ci_high": r.ci_high,
+        }
+        for r in sorted(outcome.metrics, key=lambda r: (r.model, r.metric, r.k or 0, r.protocol))
+        if r.segment == "all" and (session or r.metric in HEADLINE_METRICS)
+    ]
+    comparisons = [
+        {
+            "model": c.model,
+            "baseline": c.baseline,
+            "metric": c.metric,
+            "k": c.k,
+            "protocol": c.protocol,
+            "mean_diff": c.mean_diff,
+            "ci_low": c.ci_low,
+            "ci_high": c.ci_high,
+            "p_holm": c.p_holm,
+            "effect_size": c.effect_size,
+            "mde": c.mde,
+        }
+        for c in sorted(commit.comparisons, key=lambda c: (c.model, c.baseline, c.metric, c.k or 0))
+        if c.segment == "all" and c.metric in HEADLINE_METRICS
+    ]
+    return {
+        "run_id": commit.run_id,
+        "run_name": evaluation.config.run.name,
+        "run_date": commit.run_date.isoformat(),
+        "protocol": evaluation.protocol,
+        "run_status": commit.status,
+        "output": commit.output,
+        "units_evaluated": outcome.n_users_evaluated,
+        "stage_seconds": {
+            stage: round(seconds, 3)
+            for stage, seconds in {**evaluation.stage_seconds, "write": commit.seconds}.items()
+        },
+        "metrics": headline,
+        "comparisons": comparisons,
+        "checks": [dataclasses.asdict(c) for c in evaluation.checks],
+        "alerts": commit.alerts,
+        "warnings": evaluation.warnings,
+        "data_quality": outcome.split.get("data_quality", []),
+    }

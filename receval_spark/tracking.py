@@ -29,7 +29,7 @@ def log_run(evaluation: Evaluation, commit: Commit, *, report: Path | None = Non
     from mlflow import MlflowClient
     from mlflow.entities import Metric, Param
 
-    from receval_spark.api import run_summary
+    from receval_spark.run import run_summary
 
     config = evaluation.config
     settings = config.tracking.mlflow

@@ -1,0 +1,114 @@
+"""The API's arguments: the DataFrames a caller gives in place of the config's sources, and
+the validated job config they complete (docs/index.md#from-python)."""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+from pyspark.sql import DataFrame
+
+from receval_spark.columns import RATING
+from receval_spark.config import JobConfig, SessionJobConfig, validate_config
+from receval_spark.config_files import check_sources, read_config_file, resolve_paths
+from receval_spark.errors import ConfigError, InputError
+
+ConfigLike = JobConfig | SessionJobConfig | Mapping[str, Any] | str | os.PathLike[str]
+_Config = TypeVar("_Config", JobConfig, SessionJobConfig)
+
+
+def given_frames(
+    data: Mapping[str, DataFrame | None], models: Mapping[str, DataFrame] | None
+) -> dict[str, DataFrame]:
+    """The DataFrames given, keyed as the config's sources: ``data.<name>``, ``models.<name>``."""
+    given = {f"data.{name}": df for name, df in data.items() if df is not None}
+    given |= {f"models.{name}": df for name, df in (models or {}).items()}
+    for key, df in given.items():
+        if not isinstance(df, DataFrame):
+            raise ConfigError(
+                f"{key}: expected a Spark DataFrame, got {type(df).__name__}; pass "
+                "spark.createDataFrame(...) of it"
+            )
+    return given
+
+
+def load_job_config(config: ConfigLike, schema: type[_Config]) -> _Config:
+    """The validated config of ``schema`` from a mapping, a YAML path or a config object, its
+    input paths checked (ConfigError / InputError naming the problem)."""
+    return job_config(config, schema, {})
+
+
+def job_config(
+    config: ConfigLike, schema: type[_Config], given: Mapping[str, DataFrame]
+) -> _Config:
+    """The validated config of ``schema`` with the given DataFrames' sources filled in: a
+    ``data.<name>`` section is created where absent, and a model ``{name, kind: external}``
+    added for each given model the config does not name."""
+    if isinstance(config, JobConfig | SessionJobConfig) and not isinstance(config, schema):
+        function = "evaluate" if schema is JobConfig else "evaluate_sessions"
+        raise ConfigError(
+            f"config: {type(config).__name__} is not the configuration of {function}; "
+            f"pass a {schema.__name__}"
+        )
+    if isinstance(config, schema) and not given:
+        job = config
+    else:
+        if isinstance(config, BaseModel):
+            raw = config.model_dump(exclude_unset=True)
+        elif isinstance(config, str | os.PathLike):
+            raw = read_config_file(config)
+        elif isinstance(config, Mapping):
+            raw = copy.deepcopy(dict(config))
+            resolve_paths(raw, base=Path.cwd())
+        else:
+            raise ConfigError(
+                f"config: expected a mapping, a YAML path or a {schema.__name__}, got "
+                f"{type(config).__name__}"
+            )
+        _fill_sources(raw, given)
+        job = validate_config(raw, schema=schema)
+        if isinstance(job, JobConfig) and _canonical_rating(job, given):
+            raw["data"]["interactions"].setdefault("columns", {})["rating"] = RATING
+            job = validate_config(raw, schema=schema)
+    check_sources(job, given)
+    return job
+
+
+def _canonical_rating(job: JobConfig, given: Mapping[str, DataFrame]) -> bool:
+    """Whether the interactions DataFrame given supplies the ratings the job needs under the
+    canonical name ``rating`` (no rating column mapped); InputError when it has no such
+    column."""
+    frame = given.get("data.interactions")
+    needs = job.needs_ratings
+    if frame is None or needs is None or job.data.interactions.columns.rating is not None:
+        return False
+    if RATING not in frame.columns:
+        raise InputError(
+            f"data.interactions: {needs} needs ratings, but the DataFrame given has no column "
+            f"{RATING!r} (it has {frame.columns}); add one, or map yours with "
+            "data.interactions.columns.rating."
+        )
+    return True
+
+
+def _fill_sources(raw: dict[str, Any], given: Mapping[str, DataFrame]) -> None:
+    data = raw.setdefault("data", {})
+    models = raw.setdefault("models", [])
+    for key in given:
+        section, _, name = key.partition(".")
+        if section == "data" and isinstance(data, dict) and data.get(name) is None:
+            data[name] = {}
+        if section == "models" and isinstance(models, list):
+            named = [m for m in models if isinstance(m, dict) and m.get("name") == name]
+            if not named:
+                models.append({"name": name, "kind": "external"})
+            elif named[0].get("kind") != "external":
+                raise ConfigError(
+                    f"models.{name}: a DataFrame was given for it, but the config's model "
+                    f"{name!r} has kind {named[0].get('kind')!r}; give the DataFrame another "
+                    "name, or make the model kind: external"
+                )

@@ -43,43 +43,71 @@ def regressions(
         }
         if history.empty or not current:
             continue
-        past = history[
-            (history["metric"] == rule.metric)
-            & (history["segment"] == rule.segment)
-            & ((history["k"] == rule.k) if rule.k is not None else history["k"].isna())
-        ]
-        trailing = past.sort_values("run_date").groupby(["model", "protocol"]).tail(rule.window)
-        means = trailing.groupby(["model", "protocol"])["value"].agg(["mean", "count"])
-        name = f"{rule.metric}@{rule.k}" if rule.k is not None else rule.metric
+        means = _trailing_means(history, rule)
         for (model, protocol), value in sorted(current.items()):
             if (model, protocol) not in means.index:
                 continue
             mean, n_dates = means.loc[(model, protocol)]
-            if mean == 0:
-                continue
-            sign = 1.0 if definitions(protocol)[rule.metric].larger_is_better else -1.0
-            change = sign * (value - mean) / mean
-            if change >= -rule.max_relative_drop:
-                continue
-            message = (
-                f"regression: {name} of {model} on {rule.segment} is {value:.4f}, "
-                f"{100 * abs(value - mean) / mean:.1f}% "
-                f"{'above' if sign < 0 else 'below'} its mean {mean:.4f} over the previous "
-                f"{int(n_dates)} run dates (threshold {100 * rule.max_relative_drop:g}%)"
-            )
-            if rule.significance is not None:
-                dates = rule.earlier_dates(per_user_dates)
-                baseline = earlier_baseline(model, dates) if dates else None
-                paired = _comparison(comparisons, rule, model, baseline, protocol)
-                if paired is None or not _significant_drop(paired, rule, sign):
-                    continue
-                message += (
-                    f"; paired t-test against {paired.baseline} on {paired.n_users} users: "
-                    f"mean difference {paired.mean_diff:+.4f}, p_holm {paired.p_holm:.2g} < "
-                    f"{rule.significance:g}"
-                )
-            alerts.append(message)
+            message = _regression(rule, model, protocol, value, mean, int(n_dates))
+            if message is not None and rule.significance is not None:
+                message = _confirmed(message, rule, model, protocol, comparisons, per_user_dates)
+            if message is not None:
+                alerts.append(message)
     return alerts
+
+
+def _trailing_means(history: pd.DataFrame, rule: AlertRule) -> pd.DataFrame:
+    """(mean, count) per (model, protocol) of the rule's metric over its last ``window``
+    earlier run dates."""
+    past = history[
+        (history["metric"] == rule.metric)
+        & (history["segment"] == rule.segment)
+        & ((history["k"] == rule.k) if rule.k is not None else history["k"].isna())
+    ]
+    trailing = past.sort_values("run_date").groupby(["model", "protocol"]).tail(rule.window)
+    return trailing.groupby(["model", "protocol"])["value"].agg(["mean", "count"])
+
+
+def _regression(
+    rule: AlertRule, model: str, protocol: str, value: float, mean: float, n_dates: int
+) -> str | None:
+    """The alert message when ``value`` is worse than the trailing ``mean`` by more than the
+    rule's relative threshold (the metric's direction from the registry), else None."""
+    if mean == 0:
+        return None
+    sign = 1.0 if definitions(protocol)[rule.metric].larger_is_better else -1.0
+    if sign * (value - mean) / mean >= -rule.max_relative_drop:
+        return None
+    name = f"{rule.metric}@{rule.k}" if rule.k is not None else rule.metric
+    return (
+        f"regression: {name} of {model} on {rule.segment} is {value:.4f}, "
+        f"{100 * abs(value - mean) / mean:.1f}% "
+        f"{'above' if sign < 0 else 'below'} its mean {mean:.4f} over the previous "
+        f"{n_dates} run dates (threshold {100 * rule.max_relative_drop:g}%)"
+    )
+
+
+def _confirmed(
+    message: str,
+    rule: AlertRule,
+    model: str,
+    protocol: str,
+    comparisons: Sequence[ComparisonRow],
+    per_user_dates: Sequence[str],
+) -> str | None:
+    """``message`` with the paired test that confirms it (the model against its own per-user
+    values of the rule's earlier dates, significant after Holm), or None without one."""
+    sign = 1.0 if definitions(protocol)[rule.metric].larger_is_better else -1.0
+    dates = rule.earlier_dates(per_user_dates)
+    baseline = earlier_baseline(model, dates) if dates else None
+    paired = _comparison(comparisons, rule, model, baseline, protocol)
+    if paired is None or not _significant_drop(paired, rule, sign):
+        return None
+    return message + (
+        f"; paired t-test against {paired.baseline} on {paired.n_users} users: "
+        f"mean difference {paired.mean_diff:+.4f}, p_holm {paired.p_holm:.2g} < "
+        f"{rule.significance:g}"
+    )
 
 
 def _comparison(

@@ -32,6 +32,12 @@ def figures(
         long_tail = long_tail[~long_tail["model"].isin(list(leave_out))]
     if not history.empty:
         history = history[~history["model"].isin(list(leave_out))]
+    return _overall_figures(metrics, k) + _detail_figures(metrics, k, long_tail, history)
+
+
+def _overall_figures(metrics: pd.DataFrame, k: int) -> list[dict[str, str]]:
+    """The figures of segment ``all``: metrics at each k, precision-recall, accuracy vs
+    coverage."""
     overall = metrics[(metrics["segment"] == "all") & metrics["k"].notna()]
     out = []
     curves = overall[overall["metric"].isin(CURVE_METRICS)]
@@ -59,6 +65,14 @@ def figures(
                 _trade_off(at_k, k),
             )
         )
+    return out
+
+
+def _detail_figures(
+    metrics: pd.DataFrame, k: int, long_tail: pd.DataFrame, history: pd.DataFrame
+) -> list[dict[str, str]]:
+    """The long tail, NDCG by segment and the history figures, where the data has them."""
+    out = []
     if not long_tail.empty and (long_tail["k"] == k).any():
         out.append(
             _figure(

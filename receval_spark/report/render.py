@@ -21,6 +21,7 @@ from receval_spark.commit import committed_runs, read_committed, read_log, repor
 from receval_spark.errors import InputError
 from receval_spark.registry import SESSION_PROTOCOL
 from receval_spark.report import plots
+from receval_spark.report.run_record import quality_rows, split_parts, split_settings
 from receval_spark.results import (
     PREVIOUS_DATE_MARK,
     REPORT_SCHEMAS,
@@ -102,49 +103,6 @@ def load_report(spark: SparkSession, output: str, date: str | None = None) -> Re
         run=run,
         history=_full(history) if not history.empty else pd.DataFrame(),
     )
-
-
-def split_parts(split: dict[str, Any]) -> list[dict[str, Any]]:
-    """The split's parts (train, validation, test, ...) with their counts and time range."""
-    return [{"part": name, **part} for name, part in split.items() if _is_part(part)]
-
-
-QUALITY_LABELS = {
-    "duplicate_rows": "exact duplicate interaction rows",
-    "duplicate_pairs": "user-item pairs with several rows",
-    "conflicting_pairs": "user-item pairs with grades on both sides of the threshold",
-    "reconsumed_pairs": "relevant test pairs already consumed in train",
-    "users_all_relevant_seen": "users whose relevant test items were all seen in train",
-    "cold_users": "evaluated users without train interactions",
-    "no_list": "evaluated users without a list",
-    "score_ties_at_k": "users whose candidates at ranks k and k+1 tie in score",
-    "short_lists": "users with fewer than k candidates",
-    "outside_catalogue": "list slots outside the catalogue",
-    "test_events": "prediction events (of the test clicks)",
-    "events_without_list": "prediction events without a list",
-}
-
-
-def quality_rows(split: dict[str, Any]) -> list[dict[str, Any]]:
-    """The run record's data-quality facts (``runs.split.data_quality``) as report rows:
-    label (with the model and k it is about), count, total and the share as a percentage."""
-    rows = []
-    for fact in split.get("data_quality", []):
-        label = QUALITY_LABELS.get(fact["fact"], fact["fact"])
-        if fact.get("k") is not None:
-            k = fact["k"]
-            label = label.replace("ranks k and k+1", f"ranks {k} and {k + 1}")
-            label = label.replace("than k", f"than {k}")
-        if fact.get("model"):
-            label = f"{fact['model']}: {label}"
-        share = f"{100 * fact['share']:.2f}%"
-        rows.append({"label": label, "share": share, **{n: fact[n] for n in ("count", "total")}})
-    return rows
-
-
-def split_settings(split: dict[str, Any]) -> dict[str, Any]:
-    """The split's scalar settings: method, cutoffs, quantile, filter_seen, ..."""
-    return {key: value for key, value in split.items() if not isinstance(value, dict | list)}
 
 
 def history_rows(data: ReportData, k: int | None, *, dates: int = 10) -> dict[str, Any] | None:
@@ -311,7 +269,8 @@ def summary_rows(data: ReportData, k: int | None) -> list[dict[str, Any]]:
 def sentences(data: ReportData, k: int | None) -> list[str]:
     """One sentence per compared model: its NDCG@k difference to the baseline with interval and
     adjusted p-value, joined by "but" to the catalogue coverage of both when coverage moves the
-    other way (a trade-off), else by "and"; then one for the baseline itself."""
+    other way (a trade-off), else by "and"; then one for the baseline itself; then one per
+    model compared with its own earlier run (:func:`previous_date_sentences`)."""
     if data.comparisons.empty:
         return []
     at_k = data.metrics[(data.metrics["segment"] == "all") & (data.metrics["k"] == k)]
@@ -325,21 +284,7 @@ def sentences(data: ReportData, k: int | None) -> list[str]:
     ]
     focus = against_baseline(ndcg)
     for r in focus.sort_values("model").itertuples():
-        verb = "beats" if r.mean_diff > 0 else "trails"
-        significant = pd.notna(r.p_holm) and r.p_holm < SIGNIFICANCE
-        family = getattr(r, "holm_family_size", None)  # absent from reports before it existed
-        adjusted = (
-            f"Holm-adjusted over the run's {int(family or 0)} comparisons: p"
-            if pd.notna(family)
-            else "Holm-adjusted p"
-        )
-        text = (
-            f"{model_label(data, r.model)} {verb} {r.baseline} on NDCG@{k} "
-            f"by {abs(r.mean_diff):.4f} "
-            f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}] over {r.n_users} users "
-            f"({adjusted} = {r.p_holm:.2g}{'' if significant else ', not significant'})"
-        )
-        text += _detectable(r, significant, ndcg_values.get(r.baseline))
+        text = _baseline_sentence(data, r, k, ndcg_values.get(r.baseline))
         if r.model in coverage and r.baseline in coverage:
             wider = coverage[r.model] > coverage[r.baseline]
             joint = "but" if wider != (r.mean_diff > 0) else "and"
@@ -354,6 +299,32 @@ def sentences(data: ReportData, k: int | None) -> list[str]:
         if baseline in coverage:
             text += f", covering {100 * coverage[baseline]:.1f}% of the catalogue"
         out.append(text + ".")
+    return out + previous_date_sentences(ndcg, ndcg_values, k)
+
+
+def _baseline_sentence(data: ReportData, r: Any, k: int | None, reference: float | None) -> str:
+    """A model's NDCG@k difference to the baseline, its interval and Holm-adjusted p-value
+    (``r``: a comparison row), and whether it is below the minimum detectable effect."""
+    verb = "beats" if r.mean_diff > 0 else "trails"
+    significant = pd.notna(r.p_holm) and r.p_holm < SIGNIFICANCE
+    family = getattr(r, "holm_family_size", None)  # absent from reports before it existed
+    adjusted = (
+        f"Holm-adjusted over the run's {int(family or 0)} comparisons: p"
+        if pd.notna(family)
+        else "Holm-adjusted p"
+    )
+    return (
+        f"{model_label(data, r.model)} {verb} {r.baseline} on NDCG@{k} "
+        f"by {abs(r.mean_diff):.4f} "
+        f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}] over {r.n_users} users "
+        f"({adjusted} = {r.p_holm:.2g}{'' if significant else ', not significant'})"
+    ) + _detectable(r, significant, reference)
+
+
+def previous_date_sentences(ndcg: pd.DataFrame, ndcg_values: pd.Series, k: int | None) -> list[str]:
+    """One sentence per model compared with its own earlier run (the previous date, or its
+    users' means over a window of dates): the NDCG@k change, its interval and p-value."""
+    out = []
     for r in against_previous_date(ndcg).sort_values("model").itertuples():
         significant = pd.notna(r.p_holm) and r.p_holm < SIGNIFICANCE
         first, _, last = r.baseline.removeprefix(f"{r.model}{PREVIOUS_DATE_MARK}").partition(
@@ -488,10 +459,6 @@ def write_report(data: ReportData, target: Path) -> Path:
         partial.write_text(text, encoding="utf-8")
         partial.replace(path)
     return target
-
-
-def _is_part(value: Any) -> bool:
-    return isinstance(value, dict) and "rows" in value
 
 
 def _number(value: float | None, protocol: str) -> str:

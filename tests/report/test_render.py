@@ -21,9 +21,9 @@ from receval_spark.report.render import (
     off_policy_rows,
     render,
     sentences,
-    split_parts,
     summary_rows,
 )
+from receval_spark.report.run_record import split_parts
 
 
 def metric(model, name, value, k=10, date="2026-11-03", segment="all", low=None, high=None):

@@ -29,9 +29,6 @@ from receval_spark.columns import (
 from receval_spark.config.ranking_data import (
     ImpressionColumns,
     InteractionColumns,
-    ItemColumns,
-    ItemSegmentColumns,
-    UserSegmentColumns,
 )
 from receval_spark.config.ranking_models import RecommendationColumns
 from receval_spark.config.session_job import ClickColumns, SessionPredictionColumns
@@ -151,7 +148,7 @@ def validate_interactions(
     counts, times = _counts_and_values(interactions, checks, also=epoch_range(interactions))
     if counts["__rows"] == 0:
         raise InputError(f"{source}: the table has no rows; point {source}.path at the real log.")
-    _raise_on_counts(counts, source=source, fix="clean or drop those rows before evaluating")
+    raise_on_counts(counts, source=source, fix="clean or drop those rows before evaluating")
     check_epoch_range(
         interactions, times, column=columns.timestamp, role="timestamp", source=source
     )
@@ -206,7 +203,7 @@ def validate_clicks(clicks: DataFrame, *, columns: ClickColumns, source: str) ->
     counts, times = _counts_and_values(clicks, checks, also=epoch_range(clicks))
     if counts["__rows"] == 0:
         raise InputError(f"{source}: the table has no rows; point {source}.path at the click log.")
-    _raise_on_counts(counts, source=source, fix="clean or drop those rows before evaluating")
+    raise_on_counts(counts, source=source, fix="clean or drop those rows before evaluating")
     check_epoch_range(clicks, times, column=columns.time, role="time", source=source)
     return counts["__rows"]
 
@@ -229,7 +226,7 @@ def canonical_session_predictions(
         F.col(columns.item).try_cast(item_type).alias(ITEM),
         F.col(columns.score).try_cast("double").alias(SCORE),
     )
-    counts = _count_where(
+    counts = count_where(
         mapped,
         {
             f"{columns.session} (session id) is null or not of the clicks' id type": F.col(
@@ -242,7 +239,7 @@ def canonical_session_predictions(
             f"{columns.score} has null, non-numeric, NaN or infinite values": _not_finite(SCORE),
         },
     )
-    _raise_on_counts(counts, source=source, fix="fix the model's output before evaluating it")
+    raise_on_counts(counts, source=source, fix="fix the model's output before evaluating it")
     keys = [SESSION, POSITION, ITEM]
     if mapped.groupBy(*keys).count().filter(F.col("count") > 1).limit(1).count():
         raise InputError(
@@ -312,7 +309,7 @@ def validate_recommendations(
         checks[below_one] = ~_not_finite(SCORE) & (F.col(SCORE) > -1)  # score = -rank
     counts, values = _counts_and_values(recs, checks, also={"best": F.max(SCORE)})
     ranks_below_one = counts.pop(below_one, 0)
-    _raise_on_counts(counts, source=source, fix="fix the model's output before evaluating it")
+    raise_on_counts(counts, source=source, fix="fix the model's output before evaluating it")
     if ranks_below_one:
         raise InputError(
             f"{source}: column {columns.rank!r} (rank) has values below 1 ({ranks_below_one} "
@@ -329,132 +326,12 @@ def validate_recommendations(
     return recs.drop("_user_given", "_item_given")
 
 
-def canonical_items(
-    raw: DataFrame,
-    *,
-    columns: ItemColumns,
-    separator: str | None,
-    item_type: T.DataType,
-    source: str,
-) -> DataFrame:
-    """Map item metadata to (item_id, categories array<string>, embedding array<double>,
-    *attributes) (attributes: further columns for custom metrics, kept as they are).
-
-    Categories come from a ``separator``-delimited string, an array column, or a list of 0/1
-    flag columns (the column name is the category). Several rows for one item are merged (union
-    of categories, the first embedding). Missing metadata stays null; it is counted, not fatal.
-    """
-    flags = columns.category if isinstance(columns.category, list) else []
-    single = columns.category if isinstance(columns.category, str) else None
-    require_columns(
-        raw,
-        {
-            "item": columns.item,
-            "category": single,
-            "embedding": columns.embedding,
-            **{f"category[{i}]": name for i, name in enumerate(flags)},
-            **{f"attributes[{i}]": name for i, name in enumerate(columns.attributes)},
-        },
-        source=source,
-    )
-    if flags:
-        categories = F.filter(
-            F.array(*[F.when(F.col(f"`{n}`").try_cast("double") == 1, F.lit(n)) for n in flags]),
-            lambda c: c.isNotNull(),
-        )
-    elif single is None:
-        categories = F.lit(None).cast("array<string>")
-    elif isinstance(raw.schema[single].dataType, T.ArrayType):
-        categories = F.col(single).cast("array<string>")
-    elif separator:
-        categories = F.filter(
-            F.transform(
-                F.split(F.col(single).cast("string"), re.escape(separator)), lambda c: F.trim(c)
-            ),
-            lambda c: c != "",
-        )
-    else:
-        raise InputError(_category_message(single, raw.schema[single].dataType, source=source))
-    if columns.embedding is None:
-        embedding = F.lit(None).cast("array<double>")
-    elif isinstance(raw.schema[columns.embedding].dataType, T.ArrayType):
-        embedding = F.col(columns.embedding).try_cast("array<double>")
-    else:
-        raise InputError(
-            f"{source}: column {columns.embedding!r} (embedding) must be an array of numbers."
-        )
-    mapped = raw.select(
-        F.col(columns.item).try_cast(item_type).alias(ITEM),
-        categories.alias("categories"),
-        embedding.alias("embedding"),
-        *[F.col(f"`{name}`") for name in columns.attributes],
-    )
-    counts = _count_where(
-        mapped,
-        {f"{columns.item} (item id) has null or mistyped values": (F.col(ITEM).isNull())},
-    )
-    _raise_on_counts(
-        counts,
-        source=source,
-        fix="give every metadata row an item id of the log's type",
-    )
-    return mapped.groupBy(ITEM).agg(
-        F.array_distinct(F.flatten(F.collect_list("categories"))).alias("categories"),
-        F.first("embedding", ignorenulls=True).alias("embedding"),
-        *[F.first(f"`{name}`", ignorenulls=True).alias(name) for name in columns.attributes],
-    )
-
-
-def _category_message(name: str, data_type: T.DataType, *, source: str) -> str:
-    """What to do with a single category column that is neither an array nor split."""
-    if isinstance(data_type, T.StringType):
-        return (
-            f"{source}: column {name!r} holds strings; set {source}.category_separator "
-            '(e.g. "|") to split it into categories.'
-        )
-    return (
-        f"{source}: column {name!r} (category) holds {data_type.simpleString()} values, not "
-        f"strings or arrays; for one category id a row set {source}.category_separator "
-        f'(e.g. "|": each value is then one category), for a 0/1 flag column list it: '
-        f"{source}.columns.category: [{name}]."
-    )
-
-
-UNASSIGNED = "unassigned"  # the value of users without a segment in a user-segment table
-
-
-def canonical_segments(
-    raw: DataFrame,
-    *,
-    columns: UserSegmentColumns | ItemSegmentColumns,
-    label: str,
-    id_type: T.DataType,
-    source: str,
-) -> DataFrame:
-    """Map a user- or item-segment table to distinct (user_id or item_id, segment
-    ``<label>=<value>``); a null value is the segment ``<label>=unassigned``. InputError for
-    null or mistyped ids."""
-    role, name = ("user", USER) if isinstance(columns, UserSegmentColumns) else ("item", ITEM)
-    column = getattr(columns, role)
-    require_columns(raw, {role: column, "segment": columns.segment}, source=source)
-    value = F.coalesce(F.col(f"`{columns.segment}`").cast("string"), F.lit(UNASSIGNED))
-    mapped = raw.select(
-        F.col(f"`{column}`").try_cast(id_type).alias(name),
-        F.concat(F.lit(f"{label}="), value).alias("segment"),
-    )
-    counts = _count_where(
-        mapped, {f"{column} ({role} id) has null or mistyped values": F.col(name).isNull()}
-    )
-    _raise_on_counts(counts, source=source, fix=f"give every row a {role} id of the log's type")
-    return mapped.distinct()
-
-
 def _not_finite(name: str) -> Column:
     col = F.col(name)
     return col.isNull() | F.isnan(col) | (F.abs(col) == float("inf"))
 
 
-def _count_where(df: DataFrame, checks: dict[str, Column]) -> dict[str, int]:
+def count_where(df: DataFrame, checks: dict[str, Column]) -> dict[str, int]:
     return _counts_and_values(df, checks, also={})[0]
 
 
@@ -474,7 +351,7 @@ def _counts_and_values(
     return counts, {name: row[f"v{i}"] for i, name in enumerate(also)}
 
 
-def _raise_on_counts(counts: dict[str, int], *, source: str, fix: str) -> None:
+def raise_on_counts(counts: dict[str, int], *, source: str, fix: str) -> None:
     problems = [f"{name} ({n} rows)" for name, n in counts.items() if name != "__rows" and n]
     if problems:
         raise InputError(f"{source}: " + "; ".join(problems) + f"; {fix}.")
@@ -531,10 +408,10 @@ def validate_impressions(impressions: DataFrame, *, source: str) -> int:
         & (p <= 0),
         "propensity is above 1": ~_not_finite("propensity") & (p > 1),
     }
-    counts = _count_where(impressions, checks)
+    counts = count_where(impressions, checks)
     if counts["__rows"] == 0:
         raise InputError(f"{source}: the table has no rows; point {source}.path at the log.")
-    _raise_on_counts(
+    raise_on_counts(
         counts,
         source=source,
         fix="log the serving probability of every impression, or drop those rows",

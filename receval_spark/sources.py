@@ -33,15 +33,14 @@ from receval_spark.inputs import (
     canonical_clicks,
     canonical_impressions,
     canonical_interactions,
-    canonical_items,
     canonical_recommendations,
-    canonical_segments,
     validate_clicks,
     validate_impressions,
     validate_interactions,
     validate_recommendations,
 )
 from receval_spark.io import read_table, reading
+from receval_spark.metadata_inputs import canonical_items, canonical_segments
 from receval_spark.ranking.pipeline import Inputs
 from receval_spark.sessions.pipeline import SessionInputs
 

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from receval_spark.cache import persist
 from receval_spark.columns import USER
 from receval_spark.config import EvaluationConfig
-from receval_spark.inputs import UNASSIGNED
+from receval_spark.metadata_inputs import UNASSIGNED
 from receval_spark.metrics.accuracy import ACCURACY_METRICS, per_user_accuracy
 from receval_spark.metrics.aggregate import macro_average, to_long
 from receval_spark.metrics.compat import COMPAT_METRICS, compatible_per_user

@@ -10,7 +10,7 @@ from pyspark.sql import types as T
 
 from receval_spark.config import ItemColumns
 from receval_spark.errors import InputError
-from receval_spark.inputs import canonical_items
+from receval_spark.metadata_inputs import canonical_items
 from receval_spark.metrics.diversity import unit_vectors
 from receval_spark.metrics.novelty import content_expected
 from receval_spark.ranking.beyond_stage import describe_items

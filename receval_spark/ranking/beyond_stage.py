@@ -83,7 +83,7 @@ def beyond_accuracy(
     if items.items is not None and items.source is not None:
         mapped = items.source.columns.embedding is not None
         described = describe_items(items.items, population.catalogue, embeddings=mapped)
-    categories, warnings = item_categories(items, described, wanted=settings.metrics)
+    categories, warnings = category_table(items, described, wanted=settings.metrics)
     vectors = item_vectors(
         settings.embeddings,
         needed=needs_vectors(settings),
@@ -171,7 +171,7 @@ def describe_items(items: DataFrame, catalogue: DataFrame, *, embeddings: bool) 
     return {"metadata_rows": items.count(), **row.asDict()}
 
 
-def item_categories(
+def category_table(
     items: ItemTables, described: dict[str, int] | None, *, wanted: Sequence[str]
 ) -> tuple[DataFrame | None, list[str]]:
     """(item_id, categories) of the item metadata when data.items maps a category column

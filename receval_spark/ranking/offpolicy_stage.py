@@ -24,7 +24,7 @@ from receval_spark.ranking.models import Scorer
 from receval_spark.results import OffPolicyRow
 
 
-def off_policy_rows(
+def off_policy_of_models(
     impressions: DataFrame,
     scorers: Mapping[str, Scorer],
     *,

@@ -39,7 +39,7 @@ from receval_spark.ranking.custom_stage import (
 )
 from receval_spark.ranking.lists import ModelLists, fit_scorers, model_lists
 from receval_spark.ranking.models import Scorer
-from receval_spark.ranking.offpolicy_stage import off_policy_rows
+from receval_spark.ranking.offpolicy_stage import off_policy_of_models
 from receval_spark.ranking.population import ActivityQuartiles, Population, evaluated_population
 from receval_spark.ranking.quality import log_facts
 from receval_spark.ranking.rating_task import (
@@ -54,7 +54,7 @@ from receval_spark.ranking.split import (
     PartCounts,
     Split,
     describe_split,
-    history_rows,
+    history_row_count,
     split_interactions,
 )
 from receval_spark.ranking.tuning import choose_models
@@ -180,7 +180,7 @@ def evaluate(config: JobConfig, inputs: Inputs, *, clock: StageClock | None = No
         settings,
         items,
         models=config.models,
-        history_rows=history_rows(head.parts),
+        history_rows=history_row_count(head.parts),
     )
     rows = [*accuracy.rows, *beyond.rows]
     per_user = union_all([f for f in (accuracy.per_user, beyond.per_user) if f is not None])
@@ -277,7 +277,7 @@ def _off_policy(
     if impressions is None or settings is None:
         return []
     clock.start("off_policy")
-    return off_policy_rows(
+    return off_policy_of_models(
         impressions,
         scorers,
         seen=population.seen,

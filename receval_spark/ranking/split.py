@@ -353,6 +353,6 @@ def describe_split(split: Split) -> dict[str, PartCounts]:
     return described
 
 
-def history_rows(parts: Mapping[str, PartCounts]) -> int:
+def history_row_count(parts: Mapping[str, PartCounts]) -> int:
     """Rows of the train history (train + validation) of :func:`describe_split`'s parts."""
     return parts["train"].rows + (parts["validation"].rows if "validation" in parts else 0)

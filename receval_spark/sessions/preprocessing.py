@@ -160,9 +160,8 @@ def preprocess_sessions(clicks: DataFrame, config: SessionPreprocessing) -> Sess
     4. drop test clicks on items absent from train, then test sessions left shorter than 2.
     Raises InputError when train or test ends up empty.
     """
-    counts = click_counts(clicks)
-    steps: list[dict[str, Any]] = [{"step": "input", **counts}]
-    current, filtered = filter_until_stable(clicks, config, n_clicks=counts["clicks"])
+    steps: list[dict[str, Any]] = [{"step": "input", **click_counts(clicks)}]
+    current, filtered = filter_until_stable(clicks, config, n_clicks=steps[0]["clicks"])
     steps += filtered
 
     cut = _cut(current, config)

@@ -3,6 +3,7 @@ statsmodels on the same arrays, and the Spark side of the paired tests on litera
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -13,10 +14,16 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 from statsmodels.stats.proportion import proportion_confint
 
-from receval_spark.metrics.compare import compare_run, paired_differences, paired_statistics
+from receval_spark.judge import judge_outcome
+from receval_spark.metrics.compare import (
+    compare_run,
+    holm_adjusted,
+    paired_differences,
+    paired_statistics,
+)
 from receval_spark.ranking.accuracy_stage import macro_rows
 from receval_spark.registry import METRICS
-from receval_spark.results import metric_row
+from receval_spark.results import Outcome, metric_row
 from receval_spark.stats import (
     SignedRanks,
     cohens_dz,
@@ -325,7 +332,21 @@ def test_holm_adjusts_once_over_both_protocols_and_drops_no_comparison(spark):
 
     per_user = {"full": frame(0.05, 0.05, 1), "sampled_10": frame(0.02, 0.05, 2)}
 
-    got = compare_run(per_user, baseline="base")
+    raw = compare_run(per_user, baseline="base")
+    # the run's comparisons come unadjusted; the judge adjusts them once, with the earlier
+    # dates' comparisons in the same family (receval_spark.judge)
+    assert all(r.p_holm is None and r.holm_family_size is None for r in raw)
+    outcome = Outcome(metrics=[], split={}, n_users_evaluated=8, checks=[], warnings=[])
+    verdict = judge_outcome(
+        dataclasses.replace(outcome, comparisons=raw),
+        run_date="2026-01-01",
+        rules=[],
+        per_user=None,
+        spark=spark,
+        output=None,
+    )
+    got = verdict.comparisons
+    assert got == holm_adjusted(raw) and verdict.status == "succeeded"
 
     assert len(got) == 6 and {r.protocol for r in got} == {"full", "sampled_10"}
     assert all(r.holm_family_size == 6 for r in got)

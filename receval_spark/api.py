@@ -40,10 +40,10 @@ from receval_spark.given import ConfigLike, given_frames, job_config, load_job_c
 from receval_spark.io import local_path
 from receval_spark.judge import Judgement
 from receval_spark.progress import StageClock
-from receval_spark.ranking.pipeline import evaluate as evaluate_ranking
+from receval_spark.ranking.pipeline import evaluate_ranking
 from receval_spark.report.render import load_report, write_report
 from receval_spark.results import REPORT_SCHEMAS, Outcome, comparisons_table, runs_table
-from receval_spark.sessions.pipeline import evaluate_sessions as evaluate_session_protocol
+from receval_spark.sessions.pipeline import evaluate_session_protocol
 from receval_spark.sources import read_ranking_inputs, read_session_inputs
 
 __all__ = [

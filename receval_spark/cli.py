@@ -232,7 +232,7 @@ def _finish(evaluation: Evaluation, commit: Commit) -> int:
     return evaluation.config.evaluation.alerts_exit_code if alerts else EXIT_OK
 
 
-@cli.command()
+@cli.command("evaluate")
 @CONFIG_OPTION
 @SET_OPTION
 @REMOTE_OPTION
@@ -240,7 +240,7 @@ def _finish(evaluation: Evaluation, commit: Commit) -> int:
 @QUIET_OPTION
 @SUMMARY_OPTION
 @JSON_OPTION
-def evaluate(config_path: str, overrides: tuple[str, ...], remote: str | None) -> int:
+def evaluate_command(config_path: str, overrides: tuple[str, ...], remote: str | None) -> int:
     """Split, score every configured model and write the reports for run.date."""
     config = load_config(config_path, _with_remote(overrides, remote))
     done = _run(config, verbose=_given("verbose"))

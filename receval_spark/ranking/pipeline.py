@@ -149,7 +149,9 @@ class RunFacts:
         return record
 
 
-def evaluate(config: JobConfig, inputs: Inputs, *, clock: StageClock | None = None) -> Outcome:
+def evaluate_ranking(
+    config: JobConfig, inputs: Inputs, *, clock: StageClock | None = None
+) -> Outcome:
     """Split, score every configured model, and aggregate accuracy and beyond-accuracy metrics
     (DataFrames in, the outcome out; nothing is written): the steps of docs/evaluation.md, one
     call each, every step given the config sections it reads. Its stages: ``JOB_STAGES``, and

@@ -118,7 +118,7 @@ def session_lists(
     raise ValueError(f"model {model.name!r}: unknown kind {model.kind!r}")
 
 
-def evaluate_sessions(
+def evaluate_session_protocol(
     config: SessionJobConfig, inputs: SessionInputs, *, clock: StageClock | None = None
 ) -> Outcome:
     """Split, expand test sessions into prediction events, rank with every model, aggregate

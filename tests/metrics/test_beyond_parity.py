@@ -8,7 +8,7 @@ MovieLens latest-small: split at 2016-01-01, popularity, random and external at 
 genres from the '|'-separated movies.csv column.
 
 The Spark side runs once per dataset through the public job API (``validate_config`` +
-``pipeline.evaluate``); on ml-100k it is the job this module shares with
+``pipeline.evaluate_ranking``); on ml-100k it is the job this module shares with
 test_parity_ml100k.py (``ml100k_run``: helpers.ml100k_job, with the oracle and the accuracy
 metrics too, left out here). The reference gets the same top-k lists, recomputed with the public
 model and ranking functions and collected (a few hundred users x 20 items); everything else

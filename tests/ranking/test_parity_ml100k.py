@@ -4,7 +4,7 @@ Setup: global temporal split at 1998-03-01T00:00:00Z, relevance rating >= 4, k =
 filter_seen on. Models: popularity, oracle, and an "external" model with a deterministic,
 tie-rich score read from Parquet. The Spark side is the ml-100k job this module shares with
 test_beyond_parity.py (``ml100k_run``: helpers.ml100k_job, run once per test run through the
-public job API, ``validate_config`` + ``pipeline.evaluate``; it also has a random model and
+public job API, ``validate_config`` + ``pipeline.evaluate_ranking``; it also has a random model and
 the beyond-accuracy metrics, left out here); every accuracy macro average, its n_users and
 sample std, and every per-user value must match the reference to 1e-9.
 

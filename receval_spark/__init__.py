@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from receval_spark.config import JobConfig, SessionJobConfig
     from receval_spark.errors import ConfigError, InputError
     from receval_spark.extensions import register_metric
-    from receval_spark.judge import Judgement
+    from receval_spark.judgement import Judgement
     from receval_spark.run import Run, run_job
 
 __all__ = [
@@ -54,7 +54,7 @@ __all__ = [
 _MODULES = {"ConfigError": "errors", "InputError": "errors", "JobConfig": "config"}
 _MODULES["SessionJobConfig"] = "config"
 _MODULES["register_metric"] = "extensions"
-_MODULES |= {"Judgement": "judge", "Run": "run", "run_job": "run"}
+_MODULES |= {"Judgement": "judgement", "Run": "run", "run_job": "run"}
 
 
 def __getattr__(name: str) -> Any:

@@ -38,7 +38,7 @@ from receval_spark.evaluation import (
 )
 from receval_spark.given import ConfigLike, given_frames, job_config, load_job_config
 from receval_spark.io import local_path
-from receval_spark.judge import Judgement
+from receval_spark.judgement import Judgement
 from receval_spark.progress import StageClock
 from receval_spark.ranking.pipeline import evaluate_ranking
 from receval_spark.report.render import load_report, write_report

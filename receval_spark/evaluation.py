@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from receval_spark import __version__
 from receval_spark.cache import CachedTables
 from receval_spark.config import JobConfig, SessionJobConfig
-from receval_spark.judge import Judgement, judge_outcome
+from receval_spark.judgement import Judgement, judge_outcome
 from receval_spark.results import (
     Check,
     ComparisonRow,
@@ -240,7 +240,7 @@ def judge_run(
     spark: SparkSession,
     output: str | None,
 ) -> Judgement:
-    """The statistics step (receval_spark.judge) of one outcome of ``config``; ``per_user``:
+    """The statistics step (receval_spark.judgement) of one outcome of ``config``; ``per_user``:
     the run's per-user table in the report's columns (ranking only)."""
     return judge_outcome(
         outcome,

@@ -210,7 +210,14 @@ def test_epoch_milliseconds_read_as_seconds_raise_input_error_naming_column_and_
 
 def test_write_read_and_render_the_committed_reports(spark, result, tmp_path):
     output = str(tmp_path / "lake")
-    commit = rv.write_reports(result, output, per_user=True)
+    verdict = rv.judge(result, output)  # tonight's verdict, before anything is written
+    assert callable(rv.judge) and isinstance(verdict, rv.Judgement)
+    assert (verdict.status, verdict.alerts, verdict.earlier_dates) == ("succeeded", [], [])
+    with pytest.raises(rv.ConfigError, match="judgement: it was made against"):
+        rv.write_reports(result, str(tmp_path / "elsewhere"), judgement=verdict)
+    commit = rv.write_reports(result, output, per_user=True, judgement=verdict)
+    assert commit.judgement is verdict
+    assert commit.comparisons == result.judgement.comparisons  # no earlier date: its own family
     assert commit.status == "succeeded" and commit.alerts == []
     assert set(commit.datasets) == {"metrics", "comparisons", "long_tail", "per_user", "runs"}
     assert commit.comparisons  # held, but left out of the one line a notebook prints

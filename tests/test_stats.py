@@ -14,7 +14,7 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 from statsmodels.stats.proportion import proportion_confint
 
-from receval_spark.judge import judge_outcome
+from receval_spark.judgement import judge_outcome
 from receval_spark.metrics.compare import (
     compare_run,
     holm_adjusted,
@@ -334,7 +334,7 @@ def test_holm_adjusts_once_over_both_protocols_and_drops_no_comparison(spark):
 
     raw = compare_run(per_user, baseline="base")
     # the run's comparisons come unadjusted; the judge adjusts them once, with the earlier
-    # dates' comparisons in the same family (receval_spark.judge)
+    # dates' comparisons in the same family (receval_spark.judgement)
     assert all(r.p_holm is None and r.holm_family_size is None for r in raw)
     outcome = Outcome(metrics=[], split={}, n_users_evaluated=8, checks=[], warnings=[])
     verdict = judge_outcome(

@@ -101,7 +101,7 @@ def compare_run(
 ) -> list[ComparisonRow]:
     """Every comparison of the run with the baseline (:func:`compare_models` under each
     protocol), not yet adjusted: the run's one Holm family also holds the comparisons with
-    earlier dates, so the adjustment is the judge's (receval_spark.judge, once per run)."""
+    earlier dates, so the adjustment is the judge's (receval_spark.judgement, once per run)."""
     return [
         dataclasses.replace(c, protocol=protocol)
         for protocol, per_user in per_user_by_protocol.items()

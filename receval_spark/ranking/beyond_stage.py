@@ -20,16 +20,12 @@ from receval_spark.config import (
     ModelConfig,
     PopularityModel,
 )
-from receval_spark.metrics.beyond import (
-    BeyondInputs,
-    catalogue_totals,
-    content_expected,
-    group_beyond,
-    long_tail,
-    per_user_beyond,
-    ranking_exposure,
-    unit_vectors,
-)
+from receval_spark.metrics.diversity import unit_vectors
+from receval_spark.metrics.exposure import long_tail, ranking_exposure
+from receval_spark.metrics.group import group_beyond
+from receval_spark.metrics.lists import BeyondInputs, catalogue_totals
+from receval_spark.metrics.novelty import content_expected
+from receval_spark.metrics.per_user import per_user_beyond
 from receval_spark.ranking.accuracy_stage import macro_rows
 from receval_spark.ranking.custom_stage import ItemTables, custom_group_rows
 from receval_spark.ranking.models.als import als_item_embeddings

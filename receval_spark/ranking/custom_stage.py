@@ -21,8 +21,8 @@ from receval_spark.config import (
     ItemsSource,
     ModelConfig,
 )
-from receval_spark.metrics.beyond import top_k_lists
 from receval_spark.metrics.custom import custom_per_user, group_values, ranked_list_table
+from receval_spark.metrics.lists import top_k_lists
 from receval_spark.ranking.population import Population
 from receval_spark.results import MetricRow, metric_row
 

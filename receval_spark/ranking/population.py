@@ -14,7 +14,7 @@ from receval_spark.columns import ITEM, USER
 from receval_spark.config import EvaluationConfig, RelevanceConfig, UserSegmentsSource
 from receval_spark.errors import InputError
 from receval_spark.metadata_inputs import UNASSIGNED
-from receval_spark.metrics.beyond import item_statistics
+from receval_spark.metrics.lists import item_statistics
 from receval_spark.quality import Fact
 from receval_spark.ranking.quality import Reconsumption, reconsumption
 from receval_spark.ranking.relevance import (

@@ -92,15 +92,19 @@ def choose_models(
     settings: EvaluationConfig,
 ) -> tuple[list[ModelConfig], dict[str, Any]]:
     """Every configured model with single hyperparameter values: a grid is tuned on the
-    validation period (:func:`tune`, ``settings.tuning``; seen items filtered under
-    ``settings.filter_seen``), a one-point grid is taken as written. Returns the models and the
+    validation period (:func:`tune`, ``settings.tuning``; under ``settings.filter_seen`` seen
+    items are filtered from the lists and leave the validation Rel(u), as on the test period:
+    docs/evaluation.md#seen-items), a one-point grid is taken as written. Returns the models and the
     tuning record per tuned model."""
     grids = {m.name for m in models if len(hyperparameter_grid(m)) > 1}
     if not grids:
         return [hyperparameter_grid(m)[0] for m in models], {}
     assert split.validation is not None  # config: a grid needs split.validation_cutoff
     train = persist(split.train)
-    truth = persist(relevant_items(split.validation, relevance))
+    relevant = relevant_items(split.validation, relevance)
+    if settings.filter_seen:  # as on the test period: seen items leave Rel(u)
+        relevant = relevant.join(train.select(USER, ITEM).distinct(), [USER, ITEM], "left_anti")
+    truth = persist(relevant)
     if truth.isEmpty():
         raise InputError(
             "split.validation_cutoff: no validation interaction is relevant, so no grid can be "

@@ -67,7 +67,8 @@ def evaluated_population(
     ``<name>=unassigned``."""
     history = persist(split.history)
     relevant = relevant_items(split.test, relevance)
-    rel = reconsumption(relevant, history, filter_seen=settings.filter_seen)
+    seen = persist(history.select(USER, ITEM).distinct()) if settings.filter_seen else None
+    rel = reconsumption(relevant, history, seen=seen, filter_seen=settings.filter_seen)
     if rel.n_users == 0:
         raise InputError(_no_users_message(rel))
     truth = persist(rel.truth)
@@ -83,7 +84,7 @@ def evaluated_population(
         users=users,
         n_users=rel.n_users,
         segments=persist(with_named_segments(segments, users, named, settings.user_segments)),
-        seen=persist(history.select(USER, ITEM).distinct()) if settings.filter_seen else None,
+        seen=seen,
         catalogue=persist(item_statistics(history)),
         facts=rel.facts,
         activity=activity,

@@ -70,16 +70,19 @@ def log_facts(interactions: DataFrame, relevance: RelevanceConfig) -> list[Fact]
     ]
 
 
-def reconsumption(relevant: DataFrame, history: DataFrame, *, filter_seen: bool) -> Reconsumption:
+def reconsumption(
+    relevant: DataFrame, history: DataFrame, *, seen: DataFrame | None = None, filter_seen: bool
+) -> Reconsumption:
     """Rel(u) under the seen rule (docs/evaluation.md#seen-items): with ``filter_seen`` the
     relevant test pairs (user_id, item_id, grade) the user interacted with in ``history``
     leave Rel(u); without it they stay. Facts: those pairs (of the relevant pairs), the users
     all of whose relevant items were seen (of the users with relevant items; not evaluated
     under the filter), and cold users (no train interaction) among the evaluated users. One
-    Spark job; ``truth`` is a plan (the caller persists it)."""
-    seen = history.select(USER, ITEM).distinct().withColumn("_seen", F.lit(True))
+    Spark job; ``truth`` is a plan (the caller persists it). ``seen``: the distinct (user_id,
+    item_id) pairs of ``history`` where the caller holds them already (else derived here)."""
+    pairs = seen if seen is not None else history.select(USER, ITEM).distinct()
     warm = history.select(USER).distinct().withColumn("_warm", F.lit(True))
-    marked = relevant.join(seen, on=[USER, ITEM], how="left")
+    marked = relevant.join(pairs.withColumn("_seen", F.lit(True)), on=[USER, ITEM], how="left")
     per_user = (
         marked.groupBy(USER)
         .agg(F.count(F.lit(1)).alias("_n"), F.count("_seen").alias("_s"))

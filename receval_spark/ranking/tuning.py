@@ -26,7 +26,7 @@ from receval_spark.ranking.models import fit_model
 from receval_spark.ranking.models.item_knn import item_neighbours
 from receval_spark.ranking.relevance import relevant_items
 from receval_spark.ranking.split import Split
-from receval_spark.ranking.topk import rank_candidates
+from receval_spark.ranking.topk import filter_seen_items, rank_candidates
 
 
 def validation_score(
@@ -101,17 +101,16 @@ def choose_models(
         return [hyperparameter_grid(m)[0] for m in models], {}
     assert split.validation is not None  # config: a grid needs split.validation_cutoff
     train = persist(split.train)
+    seen = persist(train.select(USER, ITEM).distinct()) if settings.filter_seen else None
     relevant = relevant_items(split.validation, relevance)
-    if settings.filter_seen:  # as on the test period: seen items leave Rel(u)
-        relevant = relevant.join(train.select(USER, ITEM).distinct(), [USER, ITEM], "left_anti")
-    truth = persist(relevant)
+    # as on the test period: under the seen filter, seen items leave Rel(u)
+    truth = persist(relevant if seen is None else filter_seen_items(relevant, seen))
     if truth.isEmpty():
         raise InputError(
             "split.validation_cutoff: no validation interaction is relevant, so no grid can be "
             "tuned; move split.validation_cutoff (or validation_quantile) earlier or lower "
             "relevance.threshold."
         )
-    seen = persist(train.select(USER, ITEM).distinct()) if settings.filter_seen else None
     chosen, records = [], {}
     for model in models:
         if model.name in grids:

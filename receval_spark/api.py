@@ -68,6 +68,9 @@ def evaluate(
     items: DataFrame | None = None,
     recommendations: Mapping[str, DataFrame] | None = None,
     impressions: DataFrame | None = None,
+    train: DataFrame | None = None,
+    test: DataFrame | None = None,
+    catalogue: DataFrame | None = None,
     keep_cached: bool = False,
 ) -> Evaluation:
     """Evaluate the ranking protocol (docs/evaluation.md) and return the report datasets; nothing
@@ -78,11 +81,21 @@ def evaluate(
     ``data.items`` or ``data.impressions`` (its ``columns:`` mapping still applies, default
     ``user_id``, ``item_id``, ``timestamp``), and ``recommendations[name]`` the table of the
     external model ``name`` (added as ``{name, kind: external}`` when the config has no
-    model of that name; columns default ``user_id``, ``item_id``, ``score``). ``spark`` is used
-    as it is (the config's ``spark`` section is ignored). Raises ConfigError / InputError.
+    model of that name; columns default ``user_id``, ``item_id``, ``score``). ``train`` and
+    ``test`` replace ``data.train`` / ``data.test`` of ``split: {method: given}`` (the split
+    is then set to given when the config has none), ``catalogue`` the item ids of
+    ``data.catalogue`` (column ``item_id`` unless mapped). ``spark`` is used as it is (the
+    config's ``spark`` section is ignored). Raises ConfigError / InputError.
     """
     given = given_frames(
-        {"interactions": interactions, "items": items, "impressions": impressions},
+        {
+            "interactions": interactions,
+            "items": items,
+            "impressions": impressions,
+            "train": train,
+            "test": test,
+            "catalogue": catalogue,
+        },
         recommendations,
     )
     job = job_config(config, JobConfig, given)

@@ -6,6 +6,7 @@ API) and that a local output folder is writable. The schemas themselves are in
 
 from __future__ import annotations
 
+import glob
 import os
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -14,6 +15,7 @@ from urllib.parse import urlparse
 
 import yaml
 
+from receval_spark.config.common import _FileSource
 from receval_spark.config.ranking_job import JobConfig
 from receval_spark.config.ranking_models import ExternalModel
 from receval_spark.config.session_job import ExternalSessionModel, SessionJobConfig
@@ -28,6 +30,9 @@ _PATH_KEYS: tuple[tuple[str, ...], ...] = (
     ("data", "clicks", "path"),
     ("data", "train", "path"),
     ("data", "test", "path"),
+    ("data", "catalogue", "path"),
+    ("evaluation", "user_segments", "path"),
+    ("evaluation", "item_segments", "path"),
 )
 
 
@@ -164,43 +169,60 @@ def resolve_paths(raw: dict[str, Any], *, base: Path) -> None:
 
 
 def check_sources(config: JobConfig | SessionJobConfig, given: Collection[str] = ()) -> None:
-    """Every input source has a path or a DataFrame (``given``: the keys, e.g.
-    ``data.interactions`` or ``models.my_model``, the caller passed as DataFrames), and every
-    local path exists and is readable."""
-    data = config.data
-    named = (
-        ("interactions", "items", "impressions")
-        if isinstance(config, JobConfig)
-        else ("clicks", "train", "test")
-    )
-    sources: list[tuple[str, str, str | None]] = [
-        (f"data.{name}", f"data.{name}.path", getattr(data, name).path)
-        for name in named
-        if getattr(data, name) is not None
-    ]
+    """Every input source has a path, a catalog table or a DataFrame (``given``: the keys,
+    e.g. ``data.interactions`` or ``models.my_model``, the caller passed as DataFrames), and
+    every local path (or glob) exists and is readable."""
+    for source, key, table in _sources(config):
+        if source in given:
+            continue
+        if table.location is None:
+            raise ConfigError(
+                f"{key}: required key is missing; set it to the table's path (or .table to a "
+                f"catalog table), or pass the table as a DataFrame "
+                f"({_api_argument(source, config)})"
+            )
+        if table.path is not None and _is_local(table.path):
+            _check_readable(table.path, key)
+
+
+def _sources(config: JobConfig | SessionJobConfig) -> list[tuple[str, str, _FileSource]]:
+    """(source key, config key of its path, its section) of every input the config reads."""
+    if isinstance(config, JobConfig):
+        logs: dict[str, _FileSource] = dict(config.interaction_sources)
+        data = config.data
+        named = {
+            "data.items": data.items,
+            "data.catalogue": data.catalogue,
+            "data.impressions": data.impressions,
+            "evaluation.user_segments": config.evaluation.user_segments,
+            "evaluation.item_segments": config.evaluation.item_segments,
+        }
+        logs |= {key: section for key, section in named.items() if section is not None}
+    else:
+        logs = {
+            f"data.{name}": section
+            for name in ("clicks", "train", "test")
+            if (section := getattr(config.data, name)) is not None
+        }
+    sources = [(key, f"{key}.path", section) for key, section in logs.items()]
     sources += [
-        (f"models.{m.name}", f"models.{i}.path ({m.name})", m.path)
+        (f"models.{m.name}", f"models.{i}.path ({m.name})", m)
         for i, m in enumerate(config.models)
         if isinstance(m, ExternalModel | ExternalSessionModel)
     ]
-    for source, key, path in sources:
-        if source in given:
-            continue
-        if path is None:
+    return sources
+
+
+def _check_readable(path: str, key: str) -> None:
+    """A local path (or every match of a glob) exists and is readable by this user."""
+    local = _local_path(path)
+    matches = [Path(p) for p in glob.glob(str(local))] if glob.has_magic(str(local)) else [local]
+    if not matches or not os.path.exists(matches[0]):
+        raise ConfigError(f"{key}: {path} does not exist; point it at a readable file or folder")
+    for match in matches:
+        if not os.access(match, os.R_OK | (os.X_OK if os.path.isdir(match) else 0)):
             raise ConfigError(
-                f"{key}: required key is missing; set it to the table's path, or pass the "
-                f"table as a DataFrame ({_api_argument(source, config)})"
-            )
-        if not _is_local(path):
-            continue
-        local = _local_path(path)
-        if not os.path.exists(local):
-            raise ConfigError(
-                f"{key}: {path} does not exist; point it at a readable file or folder"
-            )
-        if not os.access(local, os.R_OK | (os.X_OK if os.path.isdir(local) else 0)):
-            raise ConfigError(
-                f"{key}: {path} is not readable by this user; fix its permissions or point "
+                f"{key}: {match} is not readable by this user; fix its permissions or point "
                 "it at a readable copy"
             )
 

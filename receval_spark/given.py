@@ -69,7 +69,7 @@ def job_config(
                 f"config: expected a mapping, a YAML path or a {schema.__name__}, got "
                 f"{type(config).__name__}"
             )
-        _fill_sources(raw, given)
+        _fill_sources(raw, given, schema)
         job = validate_config(raw, schema=schema)
         if isinstance(job, JobConfig) and _canonical_rating(job, given):
             raw["data"]["interactions"].setdefault("columns", {})["rating"] = RATING
@@ -95,7 +95,11 @@ def _canonical_rating(job: JobConfig, given: Mapping[str, DataFrame]) -> bool:
     return True
 
 
-def _fill_sources(raw: dict[str, Any], given: Mapping[str, DataFrame]) -> None:
+def _fill_sources(
+    raw: dict[str, Any], given: Mapping[str, DataFrame], schema: type[BaseModel]
+) -> None:
+    if schema is JobConfig and "data.test" in given:
+        raw.setdefault("split", {"method": "given"})  # a given test set: the given split
     data = raw.setdefault("data", {})
     models = raw.setdefault("models", [])
     for key in given:

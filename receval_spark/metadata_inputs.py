@@ -147,3 +147,20 @@ def canonical_segments(
     )
     raise_on_counts(counts, source=source, fix=f"give every row a {role} id of the log's type")
     return mapped.distinct()
+
+
+def canonical_catalogue(
+    raw: DataFrame, *, item: str, item_type: T.DataType, source: str
+) -> DataFrame:
+    """The catalogue's distinct item ids as (item_id), cast to the log's id type; a null or
+    mistyped id is an InputError naming the column."""
+    require_columns(raw, {"item": item}, source=source)
+    ids = raw.select(F.col(item).try_cast(item_type).alias(ITEM))
+    null_ids = {f"{item} (item id) has null or mistyped values": F.col(ITEM).isNull()}
+    counts = count_where(ids, null_ids)
+    raise_on_counts(
+        counts,
+        source=source,
+        fix=f"give every row an item id of the interaction log's type in {source}",
+    )
+    return ids.distinct()

@@ -9,7 +9,7 @@ becomes an InputError naming its key (:func:`receval_spark.io.reading`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
@@ -17,6 +17,7 @@ from pyspark.sql import types as T
 from receval_spark.cache import persist
 from receval_spark.columns import ITEM, USER
 from receval_spark.config import (
+    CatalogueSource,
     ClicksSource,
     ExternalModel,
     ExternalSessionModel,
@@ -29,6 +30,7 @@ from receval_spark.config import (
     UserSegmentsSource,
     _FileSource,
 )
+from receval_spark.errors import InputError
 from receval_spark.inputs import (
     canonical_clicks,
     canonical_impressions,
@@ -39,8 +41,8 @@ from receval_spark.inputs import (
     validate_interactions,
     validate_recommendations,
 )
-from receval_spark.io import read_table, reading
-from receval_spark.metadata_inputs import canonical_items, canonical_segments
+from receval_spark.io import read_table, reading, restrict
+from receval_spark.metadata_inputs import canonical_catalogue, canonical_items, canonical_segments
 from receval_spark.ranking.pipeline import Inputs
 from receval_spark.sessions.pipeline import SessionInputs
 
@@ -48,13 +50,14 @@ from receval_spark.sessions.pipeline import SessionInputs
 def read_ranking_inputs(
     spark: SparkSession, config: JobConfig, given: Mapping[str, DataFrame] | None = None
 ) -> Inputs:
-    """Read (or take from ``given``, keyed ``data.interactions``, ``data.items``,
+    """Read (or take from ``given``, keyed ``data.interactions`` — or ``data.train`` and
+    ``data.test`` under the given split —, ``data.items``, ``data.catalogue``,
     ``data.impressions``, ``models.<name>``, ``evaluation.user_segments``,
     ``evaluation.item_segments``), map and validate every input of a ranking config."""
     given = given or {}
 
     def table(key: str, source: _FileSource) -> DataFrame:
-        return given[key] if key in given else read_table(spark, source, key=key)
+        return source_table(spark, source, key=key, given=given)
 
     def segments(
         name: str, source: UserSegmentsSource | ItemSegmentsSource | None, ids: str
@@ -66,11 +69,15 @@ def read_ranking_inputs(
         return load_segments(table(key, source), source, key=key, id_type=id_type)
 
     data = config.data
-    interactions = load_interactions(
-        table("data.interactions", data.interactions), data.interactions
-    )
+    logs = {
+        key: load_interactions(table(key, source), source, key=key)
+        for key, source in config.interaction_sources.items()
+    }
+    interactions = _one_log(logs)
     return Inputs(
         interactions=interactions,
+        given_split=(logs.get("data.train"), logs["data.test"]) if "data.test" in logs else None,
+        catalogue=load_catalogue(config, table, interactions=interactions),
         items=(
             load_items(table("data.items", data.items), data.items, interactions=interactions)
             if data.items is not None
@@ -104,7 +111,7 @@ def read_session_inputs(
     given = given or {}
 
     def table(key: str, source: _FileSource) -> DataFrame:
-        return given[key] if key in given else read_table(spark, source, key=key)
+        return source_table(spark, source, key=key, given=given)
 
     clicks = {
         name: load_clicks(table(f"data.{name}", source), source, key=f"data.{name}")
@@ -121,23 +128,76 @@ def read_session_inputs(
     )
 
 
-def load_interactions(raw: DataFrame, source: InteractionsSource) -> DataFrame:
-    """Map and validate the interaction log (one validation pass).
+def _one_log(logs: Mapping[str, DataFrame]) -> DataFrame:
+    """The interaction log: data.interactions, or the union of the given split's train and
+    test, whose user and item ids must have the same types."""
+    if "data.interactions" in logs:
+        return logs["data.interactions"]
+    test = logs["data.test"]
+    train = logs.get("data.train")
+    if train is None:
+        return test
+    for column, role in ((USER, "user"), (ITEM, "item")):
+        types = (train.schema[column].dataType, test.schema[column].dataType)
+        if types[0] != types[1]:
+            raise InputError(
+                f"data.test.columns.{role}: the {role} ids have type "
+                f"{types[1].simpleString()} in data.test but {types[0].simpleString()} in "
+                "data.train; give both tables the same id types"
+            )
+    return train.unionByName(test)
+
+
+def source_table(
+    spark: SparkSession, source: _FileSource, *, key: str, given: Mapping[str, DataFrame]
+) -> DataFrame:
+    """The table of ``key``: the DataFrame given for it, else read as configured; the
+    source's ``where`` restricts either."""
+    if key not in given:
+        return read_table(spark, source, key=key)
+    return restrict(given[key], source, key=key)
+
+
+def load_catalogue(
+    config: JobConfig, table: Callable[[str, _FileSource], DataFrame], *, interactions: DataFrame
+) -> DataFrame | None:
+    """The configured catalogue as distinct (item_id), ids cast to the log's type, persisted;
+    None when the catalogue is the train items (docs/evaluation.md#catalogue)."""
+    data = config.data
+    key = data.catalogue_key
+    if key is None:
+        return None
+    source: CatalogueSource | ItemsSource | None = (
+        data.catalogue if key == "data.catalogue" else data.items
+    )
+    assert source is not None
+    with reading(key, source):
+        return persist(
+            canonical_catalogue(
+                table(key, source),
+                item=source.columns.item,
+                item_type=interactions.schema[ITEM].dataType,
+                source=key,
+            )
+        )
+
+
+def load_interactions(
+    raw: DataFrame, source: InteractionsSource, *, key: str = "data.interactions"
+) -> DataFrame:
+    """Map and validate an interaction table (one validation pass).
 
     The log is persisted hash-partitioned by user (AQE sizes the partitions), not in its
     file splits: a 128 MB split of a compressed file is a block of several hundred MB in
     memory, which a small executor heap cannot read back (benchmarks/README.md, driver
     memory)."""
-    with reading("data.interactions", source):
+    with reading(key, source):
         interactions = persist(
             canonical_interactions(
-                raw,
-                columns=source.columns,
-                timestamp_unit=source.timestamp_unit,
-                source="data.interactions",
+                raw, columns=source.columns, timestamp_unit=source.timestamp_unit, source=key
             ).repartition(USER)
         )
-        validate_interactions(interactions, columns=source.columns, source="data.interactions")
+        validate_interactions(interactions, columns=source.columns, source=key)
     return interactions
 
 

@@ -26,7 +26,10 @@ from receval_spark.config.common import (
 )
 from receval_spark.config.ranking_data import (
     RANKED_LIST_COLUMNS,
+    CatalogueColumns,
+    CatalogueSource,
     DataConfig,
+    GivenSplit,
     GlobalTemporalSplit,
     ImpressionColumns,
     ImpressionsSource,
@@ -107,6 +110,8 @@ __all__ = [
     "BeyondMetric",
     "BiasModel",
     "CatalogConfig",
+    "CatalogueColumns",
+    "CatalogueSource",
     "ClickColumns",
     "ClicksSource",
     "CustomMetricConfig",
@@ -117,6 +122,7 @@ __all__ = [
     "EvaluationConfig",
     "ExternalModel",
     "ExternalSessionModel",
+    "GivenSplit",
     "GlobalTemporalSplit",
     "ImpressionColumns",
     "ImpressionsSource",

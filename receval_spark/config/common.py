@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib.util
 import re
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -119,27 +119,72 @@ class OutputConfig(_Strict):
     )
 
 
-class _FileSource(_Strict):
-    """Where a table lives and how to parse it (CSV options apply to ``format: csv`` only).
+ReaderOption = str | int | float | bool
 
-    ``path`` may be left out when the table is given to the Python API as a DataFrame
-    (``receval_spark.evaluate(..., interactions=df)``); the column names still apply to it."""
+
+class _FileSource(_Strict):
+    """Where a table lives and how to read it: a file or folder (``path``, any format Spark's
+    DataFrameReader knows, with reader ``options``) or a catalog table (``table``), optionally
+    restricted at the read by a SQL predicate (``where``); the CSV keys apply to
+    ``format: csv`` only (docs/configuration.md#input-tables).
+
+    Neither ``path`` nor ``table`` is needed when the table is given to the Python API as a
+    DataFrame (``receval_spark.evaluate(..., interactions=df)``); the column names and
+    ``where`` still apply to it."""
 
     path: str | None = Field(
         default=None,
-        description="File or folder of the table; left out for a DataFrame given to the Python "
-        "API.",
+        description="File, folder or glob of the table (any Hadoop filesystem URI); left out "
+        "with `table` or for a DataFrame given to the Python API.",
     )
-    format: Literal["parquet", "csv"] = Field(
-        default="parquet", description="File format of the table."
+    table: str | None = Field(
+        default=None,
+        min_length=1,
+        description="A table of the session catalog, `name`, `db.name` or `catalog.db.name` "
+        "(Hive metastore, Unity, Glue, Delta, Iceberg), instead of `path`.",
+    )
+    format: str = Field(
+        default="parquet",
+        pattern=r"^[A-Za-z][A-Za-z0-9_.\-]*$",
+        description="With `path`: the DataFrameReader format (parquet, csv, json, orc, text; "
+        "avro, delta, iceberg where the session has their jars).",
+    )
+    options: dict[str, ReaderOption] = Field(
+        default_factory=dict,
+        description="Options handed to the reader as given (e.g. `versionAsOf` of a Delta "
+        "table, `multiLine` of JSON); for CSV they override the keys below.",
+    )
+    where: str | None = Field(
+        default=None,
+        min_length=1,
+        description="A Spark SQL predicate on the source's own columns applied at the read "
+        "(pushed down to the files or table where the format can), e.g. "
+        "`ts >= '2026-11-01'`; null: every row.",
     )
     header: bool = Field(default=True, description="CSV: the first row holds the column names.")
     delimiter: str = Field(default=",", description="CSV: the field separator.")
     encoding: str = Field(default="UTF-8", description="CSV: the character encoding.")
     column_names: list[str] | None = Field(
         default=None,
-        description="CSV without a header row (`header: false`): its columns' names, in order.",
+        description="CSV without a header row (`header: false`), or any source: its columns' "
+        "names, in order.",
     )
+
+    @model_validator(mode="after")
+    def _path_or_table(self) -> _FileSource:
+        if self.path is not None and self.table is not None:
+            raise ValueError("give path or table, not both")
+        if self.table is not None and "format" in self.model_fields_set:
+            raise ValueError(
+                "format applies to a path; a catalog table is read in its own format "
+                "(remove format, or give path instead of table)"
+            )
+        return self
+
+    @property
+    def location(self) -> str | None:
+        """What is read: the path or the catalog table's name (None: a DataFrame given)."""
+        return self.path if self.path is not None else self.table
 
 
 class _Job(_Strict):

@@ -96,6 +96,25 @@ class ItemsSource(_FileSource):
         description="Separator of a delimited string category column, e.g. a pipe; null: the "
         "column holds one category (or an array).",
     )
+    catalogue: bool = Field(
+        default=False,
+        description="These items are the catalogue, the item universe of coverage, Gini, "
+        "entropy and the popularity metrics (as `data.catalogue`); false: they only describe "
+        "items.",
+    )
+
+
+class CatalogueColumns(_Strict):
+    item: str = Field(default="item_id", description="The item id column.")
+
+
+class CatalogueSource(_FileSource):
+    """The item universe I of the beyond-accuracy metrics: one row per item id (repeats count
+    once). Left out, I is the items with a train interaction (docs/evaluation.md#catalogue)."""
+
+    columns: CatalogueColumns = Field(
+        default_factory=CatalogueColumns, description="Its column names."
+    )
 
 
 class UserSegmentColumns(_Strict):
@@ -183,6 +202,37 @@ class DataConfig(_Strict):
         description="The logging policy's impressions; given, they turn off-policy estimates "
         "on (docs/evaluation.md#off-policy-evaluation).",
     )
+    train: InteractionsSource | None = Field(
+        default=None,
+        description="With `split.method: given`: the train interactions (seen items, models, "
+        "popularity); null: no train rows.",
+    )
+    test: InteractionsSource | None = Field(
+        default=None,
+        description="With `split.method: given`: the test interactions, Rel(u) by the "
+        "relevance rule.",
+    )
+    catalogue: CatalogueSource | None = Field(
+        default=None,
+        description="The item universe of the beyond-accuracy metrics; null: `data.items` "
+        "where it says `catalogue: true`, else the train items.",
+    )
+
+    @model_validator(mode="after")
+    def _one_catalogue(self) -> DataConfig:
+        if self.catalogue is not None and self.items is not None and self.items.catalogue:
+            raise ValueError("give data.catalogue or data.items.catalogue: true, not both")
+        return self
+
+    @property
+    def catalogue_key(self) -> str | None:
+        """The source of the catalogue: ``data.catalogue``, ``data.items``, or None (the
+        train items)."""
+        if self.catalogue is not None:
+            return "data.catalogue"
+        if self.items is not None and self.items.catalogue:
+            return "data.items"
+        return None
 
 
 class GlobalTemporalSplit(_Strict):
@@ -260,8 +310,21 @@ class UserHoldoutSplit(_Strict):
     seed: int = Field(default=42, description="Seed of the hash that picks the test users.")
 
 
+class GivenSplit(_Strict):
+    """The caller's own train and test (``data.train`` and ``data.test``, or the API's
+    ``train=``/``test=`` DataFrames), evaluated as given (docs/evaluation.md#given-split)."""
+
+    method: Literal["given"] = Field(description="Pre-split train and test, as given.")
+    cutoff: Timepoint | None = Field(
+        default=None,
+        description="The cut-off the pair was split at, if any: the leakage check then also "
+        "checks train < cutoff <= test; null: train is checked against each user's first test "
+        "time and against the test period's start.",
+    )
+
+
 SplitConfig = Annotated[
-    GlobalTemporalSplit | LeaveLastNSplit | UserRandomSplit | UserHoldoutSplit,
+    GlobalTemporalSplit | LeaveLastNSplit | UserRandomSplit | UserHoldoutSplit | GivenSplit,
     Field(discriminator="method"),
 ]
 

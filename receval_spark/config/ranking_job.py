@@ -12,7 +12,9 @@ from receval_spark.config.alert_rules import _check_alert
 from receval_spark.config.common import TrackingConfig, _check_model_names, _Job
 from receval_spark.config.ranking_data import (
     DataConfig,
+    GivenSplit,
     GlobalTemporalSplit,
+    InteractionsSource,
     LeaveLastNSplit,
     RelevanceConfig,
     SplitConfig,
@@ -81,6 +83,7 @@ class JobConfig(_Job):
     def _consistent(self) -> JobConfig:
         names = [m.name for m in self.models]
         _check_model_names(names)
+        self._check_given_split()
         self._check_models()
         if self.task == "rating_prediction":
             return self
@@ -189,6 +192,37 @@ class JobConfig(_Job):
             names.append(f"{settings.item_segments.label}=*")
         return names
 
+    def _check_given_split(self) -> None:
+        """``split.method: given`` reads data.train (optional) and data.test instead of
+        data.interactions; every other method reads data.interactions only."""
+        data = self.data
+        if isinstance(self.split, GivenSplit):
+            if data.test is None:
+                raise ValueError(
+                    "split.method: given needs data.test (and data.train where there is one); "
+                    "from Python pass test=df (and train=df)"
+                )
+            if data.interactions.location is not None:
+                raise ValueError(
+                    "split.method: given reads data.train and data.test; remove "
+                    "data.interactions (or choose another split.method to split it)"
+                )
+        elif data.train is not None or data.test is not None:
+            raise ValueError(
+                f"data.train and data.test are read by split.method: given only; remove them, "
+                f"or set split.method: given (split.method is {self.split.method})"
+            )
+
+    @property
+    def interaction_sources(self) -> dict[str, InteractionsSource]:
+        """The interaction tables read, by config key: ``data.interactions``, or under the
+        given split ``data.train`` (when configured) and ``data.test``."""
+        data = self.data
+        if not isinstance(self.split, GivenSplit):
+            return {"data.interactions": data.interactions}
+        parts = {"data.train": data.train, "data.test": data.test}
+        return {key: source for key, source in parts.items() if source is not None}
+
     def _check_models(self) -> None:
         """Grids need a validation period; each task takes the models that answer it."""
         validation = isinstance(self.split, GlobalTemporalSplit) and (
@@ -216,11 +250,11 @@ class JobConfig(_Job):
                     f"models.{m.name}: kind {m.kind} predicts ratings; use it with "
                     "task: rating_prediction"
                 )
-        log = self.data.interactions
         # a log given as a DataFrame (no path) is checked when it is known: its canonical
         # ``rating`` column needs no mapping (receval_spark.api)
-        if self.needs_ratings and log.columns.rating is None and log.path is not None:
-            raise ValueError(f"{self.needs_ratings} needs data.interactions.columns.rating")
+        for key, log in self.interaction_sources.items():
+            if self.needs_ratings and log.columns.rating is None and log.location is not None:
+                raise ValueError(f"{self.needs_ratings} needs {key}.columns.rating")
 
     @property
     def needs_ratings(self) -> str | None:

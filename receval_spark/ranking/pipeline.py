@@ -66,10 +66,14 @@ JOB_STAGES = ("read", "split", "tune", "top_k", "accuracy", "beyond", "statistic
 @dataclass(frozen=True)
 class Inputs:
     """The ranking protocol's inputs on the canonical columns (receval_spark.columns),
-    validated: the interaction log, item metadata and logged impressions when configured, and
-    each external model's recommendations by model name."""
+    validated: the interaction log (under the given split the union of train and test, which
+    ``given_split`` holds apart: train, None without one, and test), the catalogue's item ids
+    when configured, item metadata and logged impressions when configured, and each external
+    model's recommendations by model name."""
 
     interactions: DataFrame
+    given_split: tuple[DataFrame | None, DataFrame] | None = None
+    catalogue: DataFrame | None = None  # (item_id) of data.catalogue; None: the train items
     items: DataFrame | None = None
     impressions: DataFrame | None = None
     recommendations: dict[str, DataFrame] = dataclasses.field(default_factory=dict)
@@ -159,7 +163,7 @@ def evaluate_ranking(
     settings, ks = config.evaluation, config.evaluation.k
     clock = clock or StageClock()  # running the read stage, when given
     clock.start("split")
-    split = split_interactions(config.split, inputs.interactions)
+    split = split_interactions(config.split, inputs.interactions, inputs.given_split)
     head = RunFacts.of_split(split, settings)
     if config.task == "rating_prediction":
         return _rating_prediction(config, split, head, clock)

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, RATING, TIMESTAMP, USER
 from receval_spark.config.ranking_data import (
+    GivenSplit,
     GlobalTemporalSplit,
     LeaveLastNSplit,
     UserHoldoutSplit,
@@ -251,11 +252,24 @@ def user_holdout_split(interactions: DataFrame, *, fraction: float, seed: int) -
     )
 
 
+def given_split(config: GivenSplit, train: DataFrame | None, test: DataFrame) -> Split:
+    """The caller's own train (None: no train rows) and test, as given; ``cutoff``, when
+    configured, is recorded for the leakage check."""
+    params: dict[str, Any] = {"method": "given"}
+    if config.cutoff is not None:
+        params["cutoff"] = iso(to_datetime(config.cutoff))
+    return Split(train=test.limit(0) if train is None else train, test=test, params=params)
+
+
 def split_interactions(
-    config: GlobalTemporalSplit | LeaveLastNSplit | UserRandomSplit | UserHoldoutSplit,
+    config: GlobalTemporalSplit | LeaveLastNSplit | UserRandomSplit | UserHoldoutSplit | GivenSplit,
     interactions: DataFrame,
+    given: tuple[DataFrame | None, DataFrame] | None = None,
 ) -> Split:
-    """Dispatch on ``split.method``."""
+    """Dispatch on ``split.method``; the given split takes ``given`` (train or None, test)."""
+    if isinstance(config, GivenSplit):
+        assert given is not None  # the sources read data.test under the given split
+        return given_split(config, *given)
     if isinstance(config, GlobalTemporalSplit):
         cutoff, validation = plan_global_temporal(config, interactions)
         split = global_temporal_split(interactions, cutoff=cutoff, validation_cutoff=validation)
@@ -342,12 +356,17 @@ def describe_split(split: Split) -> dict[str, PartCounts]:
     if split.validation is not None:
         parts["validation"] = split.validation
     described = describe_parts(parts)
-    for name in ("train", "test"):
+    # a given pair may come without train rows (no seen items, no popularity)
+    needed = ("test",) if split.params.get("method") == "given" else ("train", "test")
+    for name in needed:
         if described[name].rows == 0:
-            raise InputError(
-                f"split: the {name} part is empty ({split.params}); change split.cutoff, "
-                "split.quantile, split.fraction or split.n so that both train and test hold rows."
+            fix = (
+                "give data.test (or test=df) with rows, or check its where predicate"
+                if split.params.get("method") == "given"
+                else "change split.cutoff, split.quantile, split.fraction or split.n so that "
+                "both train and test hold rows"
             )
+            raise InputError(f"split: the {name} part is empty ({split.params}); {fix}.")
     if "validation" in described and described["validation"].rows == 0:
         raise InputError("split.validation_cutoff: the validation part is empty; move it earlier.")
     return described

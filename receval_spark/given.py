@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 from pyspark.sql import DataFrame
 
-from receval_spark.columns import RATING
+from receval_spark.columns import RATING, TIMESTAMP
 from receval_spark.config import JobConfig, SessionJobConfig, validate_config
 from receval_spark.config_files import check_sources, read_config_file, resolve_paths
 from receval_spark.errors import ConfigError, InputError
@@ -74,6 +74,8 @@ def job_config(
         if isinstance(job, JobConfig) and _canonical_rating(job, given):
             raw["data"]["interactions"].setdefault("columns", {})["rating"] = RATING
             job = validate_config(raw, schema=schema)
+        if isinstance(job, JobConfig) and _untimed_parts(raw, given):
+            job = validate_config(raw, schema=schema)
     check_sources(job, given)
     return job
 
@@ -93,6 +95,24 @@ def _canonical_rating(job: JobConfig, given: Mapping[str, DataFrame]) -> bool:
             "data.interactions.columns.rating."
         )
     return True
+
+
+def _untimed_parts(raw: dict[str, Any], given: Mapping[str, DataFrame]) -> bool:
+    """Under the given split, a train or test DataFrame without the default ``timestamp``
+    column, whose config does not name one, has no timestamps (``columns.timestamp: null``
+    set in ``raw``): pre-split data needs none. Whether ``raw`` changed."""
+    changed = False
+    for name in ("train", "test"):
+        frame = given.get(f"data.{name}")
+        section = raw.get("data", {}).get(name)
+        if frame is None or not isinstance(section, dict):
+            continue
+        columns = section.setdefault("columns", {})
+        if isinstance(columns, dict) and "timestamp" not in columns:
+            if TIMESTAMP not in frame.columns:
+                columns["timestamp"] = None
+                changed = True
+    return changed
 
 
 def _fill_sources(

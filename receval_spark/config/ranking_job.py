@@ -223,6 +223,11 @@ class JobConfig(_Job):
         parts = {"data.train": data.train, "data.test": data.test}
         return {key: source for key, source in parts.items() if source is not None}
 
+    @property
+    def has_timestamps(self) -> bool:
+        """Whether every interaction table read maps a timestamp column."""
+        return all(s.columns.timestamp is not None for s in self.interaction_sources.values())
+
     def _check_models(self) -> None:
         """Grids need a validation period; each task takes the models that answer it."""
         validation = isinstance(self.split, GlobalTemporalSplit) and (

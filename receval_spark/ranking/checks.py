@@ -309,10 +309,7 @@ def run_checks(
     """Every check that applies to this configuration. ``accuracy``: the per-user accuracy
     table (None without accuracy metrics); ``evaluated``: (user_id, segment) of the evaluated
     users; ``coverage``: :func:`list_coverage`."""
-    checks = []
-    if config.split.method == "global_temporal":
-        checks.append(temporal_leakage_check(split))
-    checks += [
+    checks = [
         oracle_check(m.name, rows, coverage=coverage.get(m.name))
         for m in config.models
         if m.kind == "oracle"

@@ -29,7 +29,6 @@ from receval_spark.ranking.checks import (
     list_coverage,
     run_checks,
     run_warnings,
-    temporal_leakage_check,
 )
 from receval_spark.ranking.custom_stage import (
     ItemTables,
@@ -37,6 +36,7 @@ from receval_spark.ranking.custom_stage import (
     describe_custom_metrics,
     pair_attributes,
 )
+from receval_spark.ranking.leakage import split_leakage
 from receval_spark.ranking.lists import ModelLists, fit_scorers, model_lists
 from receval_spark.ranking.models import Scorer
 from receval_spark.ranking.offpolicy_stage import off_policy_of_models
@@ -319,7 +319,8 @@ def _checks(
     (docs/evaluation.md#data-quality-facts)."""
     settings, n_users = config.evaluation, population.n_users
     coverage = list_coverage(lists.facts)
-    checks = run_checks(
+    leakage = split_leakage(config.split, split, timestamps=config.has_timestamps)
+    checks = leakage.checks + run_checks(
         config,
         split,
         rows,
@@ -330,7 +331,7 @@ def _checks(
         coverage=coverage,
         n_users=n_users,
     )
-    warnings = run_warnings(config, n_users, rows, coverage=coverage)
+    warnings = leakage.warnings + run_warnings(config, n_users, rows, coverage=coverage)
     quality = [*log_facts(interactions, config.relevance), *population.facts, *lists.facts]
     warnings += quality_warnings(
         quality,
@@ -355,8 +356,8 @@ def _rating_prediction(
     clock.start("accuracy")
     rows = rating_rows(predictions, pairs.known)
     n_users = pairs.known.select(USER).distinct().count()
-    checks = [temporal_leakage_check(split)] if config.split.method == "global_temporal" else []
-    warnings = [RATING_TASK_WARNING, *run_warnings(config, n_users, rows)]
+    leakage = split_leakage(config.split, split, timestamps=config.has_timestamps)
+    warnings = [RATING_TASK_WARNING, *leakage.warnings, *run_warnings(config, n_users, rows)]
     clock.stop()
     return Outcome(
         metrics=rows,
@@ -365,7 +366,7 @@ def _rating_prediction(
         long_tail=None,
         split=dataclasses.replace(head, rating_prediction=pairs.counts).record(),
         n_users_evaluated=n_users,
-        checks=checks,
+        checks=leakage.checks,
         warnings=warnings,
         stage_seconds=clock.seconds,
     )

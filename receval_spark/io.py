@@ -5,6 +5,7 @@ receval_spark.commit (docs/datasets.md)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -57,7 +58,7 @@ def reading(key: str, source: _FileSource) -> Iterator[None]:
 
 def _input_error(key: str, source: _FileSource, exc: Exception) -> InputError:
     reason = first_line(exc)
-    if "DATA_SOURCE_NOT_FOUND" in reason or "Failed to find the data source" in reason:
+    if re.search(r"DATA_SOURCE_NOT_(FOUND|ENABLED)|Failed to find (the )?data source", reason):
         needs = _PACKAGES.get(source.format.lower(), "the package that provides it")
         return InputError(
             f"{key}.format: this Spark session has no data source {source.format!r}; add "

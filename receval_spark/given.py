@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 from pyspark.sql import DataFrame
 
-from receval_spark.columns import RATING, TIMESTAMP
+from receval_spark.columns import PREDICTION, RATING, TIMESTAMP
 from receval_spark.config import JobConfig, SessionJobConfig, validate_config
 from receval_spark.config_files import check_sources, read_config_file, resolve_paths
 from receval_spark.errors import ConfigError, InputError
@@ -129,7 +129,10 @@ def _fill_sources(
         if section == "models" and isinstance(models, list):
             named = [m for m in models if isinstance(m, dict) and m.get("name") == name]
             if not named:
-                models.append({"name": name, "kind": "external"})
+                added: dict[str, Any] = {"name": name, "kind": "external"}
+                if raw.get("task") == "rating_prediction":  # it gives predicted ratings
+                    added["columns"] = {"prediction": PREDICTION}
+                models.append(added)
             elif named[0].get("kind") != "external":
                 raise ConfigError(
                     f"models.{name}: a DataFrame was given for it, but the config's model "

@@ -18,6 +18,7 @@ from receval_spark.columns import (
     ITEM,
     ORDER,
     POSITION,
+    PREDICTION,
     PROPENSITY,
     RATING,
     REWARD,
@@ -256,10 +257,13 @@ def canonical_recommendations(
     item_type: T.DataType,
     source: str,
 ) -> DataFrame:
-    """Map an external model's table to user_id, item_id, score (higher is better) and its
-    attribute columns (for custom metrics, kept as they are).
+    """Map an external model's table to user_id, item_id, score (higher is better; null where
+    the table maps neither a score nor a rank), prediction (the predicted rating, where
+    ``columns.prediction`` maps one) and its attribute columns (for custom metrics, kept as
+    they are).
 
-    A rank column (1 is best) becomes ``score = -rank``. Ids are cast to the interaction
+    A rank column (1 is best) becomes ``score = -rank`` (exact for ranks below 2^53: a
+    positional model's ranks are read back as ``-score``). Ids are cast to the interaction
     log's id types so the two join; values that do not convert become null (see
     ``validate_recommendations``). Id columns must be integers or strings, and strings where the
     log's ids are strings (a number would never equal a string id such as ``u1``).
@@ -270,13 +274,20 @@ def canonical_recommendations(
     _check_id_types(raw, columns, user_type=user_type, item_type=item_type, source=source)
     if columns.score:
         score = F.col(columns.score).try_cast("double")
-    else:
-        assert columns.rank is not None  # RecommendationColumns: a score or a rank column
+    elif columns.rank:
         score = -F.col(columns.rank).try_cast("double")
+    else:
+        score = F.lit(None).cast("double")
+    predicted = (
+        [F.col(columns.prediction).try_cast("double").alias(PREDICTION)]
+        if columns.prediction
+        else []
+    )
     return raw.select(
         F.col(columns.user).try_cast(user_type).alias(USER),
         F.col(columns.item).try_cast(item_type).alias(ITEM),
         score.alias(SCORE),
+        *predicted,
         *[F.col(f"`{name}`") for name in columns.attributes],
         F.col(columns.user).isNotNull().alias("_user_given"),
         F.col(columns.item).isNotNull().alias("_item_given"),
@@ -289,10 +300,9 @@ def validate_recommendations(
     """Check an external model's canonical table and return it without the helper columns.
 
     Errors: null ids; ids that do not convert to the interaction log's id type; null, NaN or
-    infinite scores or ranks; ranks below 1 (score = -rank above -1); more than one row for
-    one (user, item).
+    infinite scores, ranks or predicted ratings (those mapped); ranks below 1 (score = -rank
+    above -1); more than one row for one (user, item).
     """
-    value = columns.score or columns.rank
     checks = {
         f"{columns.user} (user id) has null values": ~F.col("_user_given"),
         f"{columns.item} (item id) has null values": ~F.col("_item_given"),
@@ -302,8 +312,14 @@ def validate_recommendations(
         f"{columns.item} (item id) has values of another type than the log's item ids": (
             F.col("_item_given") & F.col(ITEM).isNull()
         ),
-        f"{value} has null, non-numeric, NaN or infinite values": _not_finite(SCORE),
     }
+    value = columns.score or columns.rank
+    if value:
+        checks[f"{value} has null, non-numeric, NaN or infinite values"] = _not_finite(SCORE)
+    if columns.prediction:
+        checks[
+            f"{columns.prediction} (predicted rating) has null, non-numeric, NaN or infinite values"
+        ] = _not_finite(PREDICTION)
     below_one = f"{columns.rank} (rank) has values below 1"
     if columns.rank:
         checks[below_one] = ~_not_finite(SCORE) & (F.col(SCORE) > -1)  # score = -rank
@@ -324,6 +340,32 @@ def validate_recommendations(
             "keep one row per (user, item), e.g. the best score."
         )
     return recs.drop("_user_given", "_item_given")
+
+
+def check_positions(recs: DataFrame, *, rank: str, source: str) -> None:
+    """Under ``rank_semantics: positions`` each rank is a slot: raise InputError when a rank
+    of the canonical ``recs`` (score = -rank) is not a whole number, or when one user has two
+    items at one position. One aggregation; at most three examples reach the driver."""
+    slots = recs.groupBy(USER, SCORE).agg(F.count(F.lit(1)).alias("_items"))
+    row = slots.agg(
+        F.count(F.when(F.col(SCORE) != F.floor(SCORE), True)).alias("fractional"),
+        F.count(F.when(F.col("_items") > 1, True)).alias("shared"),
+        F.min(F.when(F.col(SCORE) != F.floor(SCORE), -F.col(SCORE))).alias("example"),
+    ).collect()[0]
+    fix = f"fix the ranks, or read them as an order: remove {source}.rank_semantics"
+    if row["fractional"]:
+        raise InputError(
+            f"{source}: column {rank!r} (rank) has ranks that are not whole numbers (e.g. "
+            f"{row['example']:g}); rank_semantics: positions reads each rank as a list slot: {fix}."
+        )
+    if row["shared"]:
+        shared = slots.filter(F.col("_items") > 1).limit(3).collect()
+        examples = ", ".join(f"user {r[USER]} at rank {-r[SCORE]:g}" for r in shared)
+        raise InputError(
+            f"{source}: column {rank!r} (rank) puts more than one item at one position "
+            f"({row['shared']} positions, e.g. {examples}); rank_semantics: positions holds one "
+            f"item per slot: {fix}."
+        )
 
 
 def _not_finite(name: str) -> Column:

@@ -21,11 +21,11 @@ from receval_spark.config.ranking_data import (
 )
 from receval_spark.config.ranking_evaluation import EvaluationConfig, OffPolicyConfig
 from receval_spark.config.ranking_models import (
-    CAPABILITIES,
     ExternalModel,
     ModelConfig,
     hyperparameter_grid,
     predicts_ratings,
+    ranks_items,
 )
 
 LOGGING_POLICY = "logging"  # the model name of the logging policy's own value in off_policy/
@@ -246,15 +246,33 @@ class JobConfig(_Job):
                     "values (grids are tuned by a ranking metric)"
                 )
             if self.task == "rating_prediction" and not predicts_ratings(m):
+                external = isinstance(m, ExternalModel)
                 raise ValueError(
-                    f"models.{m.name}: task rating_prediction needs models that predict ratings "
-                    "(kind: bias, or kind: als with implicit: false)"
+                    f"models.{m.name}: task rating_prediction reads an external model's "
+                    "predicted ratings from columns.prediction; map it (columns: {prediction: "
+                    "<column>})"
+                    if external
+                    else f"models.{m.name}: task rating_prediction needs models that predict "
+                    "ratings (kind: bias, kind: als with implicit: false, or kind: external with "
+                    "columns.prediction)"
                 )
-            if self.task == "ranking" and not CAPABILITIES[m.kind].ranks:
+            if self.task == "ranking" and not ranks_items(m):
                 raise ValueError(
-                    f"models.{m.name}: kind {m.kind} predicts ratings; use it with "
+                    f"models.{m.name}: task ranking orders an external model's items by "
+                    "columns.score or columns.rank; map one of them (columns.prediction is read "
+                    "by task rating_prediction)"
+                    if isinstance(m, ExternalModel)
+                    else f"models.{m.name}: kind {m.kind} predicts ratings; use it with "
                     "task: rating_prediction"
                 )
+        baseline = self.evaluation.baseline
+        named = "baseline" in self.evaluation.model_fields_set and baseline is not None
+        unknown = baseline not in [m.name for m in self.models]
+        if self.task == "rating_prediction" and named and unknown:
+            raise ValueError(
+                f"evaluation.baseline: {baseline!r} is not a configured model; name one of "
+                "the rating models (their paired comparisons are against it) or null"
+            )
         # a log given as a DataFrame (no path) is checked when it is known: its canonical
         # ``rating`` column needs no mapping (receval_spark.api)
         for key, log in self.interaction_sources.items():

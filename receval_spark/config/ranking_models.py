@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -15,15 +15,25 @@ from receval_spark.config.ranking_data import AttributeNames
 
 
 class RecommendationColumns(_Strict):
-    """Source column names of an external model's recommendations: map a score or a rank."""
+    """Source column names of an external model's table: a score or a rank (task ``ranking``),
+    a predicted rating (task ``rating_prediction``), or both."""
 
     user: str = Field(default="user_id", description="The user id column.")
     item: str = Field(default="item_id", description="The item id column.")
     score: str | None = Field(
-        default="score", description="The score column (higher is better); null with `rank`."
+        default="score",
+        description="The score column (higher is better; task ranking); null with `rank`. "
+        "Left out when `rank` or `prediction` is given: null.",
     )
     rank: str | None = Field(
-        default=None, description="The rank column (1 is the best); null with `score`."
+        default=None,
+        description="The rank column (1 is the best; task ranking); null with `score`. How "
+        "gaps count: the model's `rank_semantics`.",
+    )
+    prediction: str | None = Field(
+        default=None,
+        description="The predicted-rating column (task rating_prediction: MAE, MSE, RMSE "
+        "against the test ratings); null: the model predicts no ratings.",
     )
     attributes: AttributeNames = Field(
         default_factory=list,
@@ -31,11 +41,24 @@ class RecommendationColumns(_Strict):
         "personalised price).",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _score_left_out(cls, data: Any) -> Any:
+        """``score`` left out where ``rank`` or ``prediction`` is mapped: null (its default
+        ``score`` serves a table of scores alone)."""
+        other = isinstance(data, dict) and (data.get("rank") or data.get("prediction"))
+        if other and "score" not in data:
+            return {**data, "score": None}
+        return data
+
     @model_validator(mode="after")
     def _score_or_rank(self) -> RecommendationColumns:
-        if (self.score is None) == (self.rank is None):
+        if self.score is not None and self.rank is not None:
+            raise ValueError("map one of columns.score or columns.rank, not both (set one to null)")
+        if self.score is None and self.rank is None and self.prediction is None:
             raise ValueError(
-                "map exactly one of columns.score or columns.rank (set the other to null)"
+                "map columns.score or columns.rank (task ranking) or columns.prediction (task "
+                "rating_prediction)"
             )
         return self
 
@@ -63,13 +86,33 @@ class OracleModel(_Strict):
 
 
 class ExternalModel(_FileSource):
-    """Recommendations made elsewhere: user, item, and score (higher better) or rank (1 best)."""
+    """Recommendations made elsewhere: user, item, and score (higher better) or rank (1 best);
+    or predicted ratings (task ``rating_prediction``). ``rank_semantics``: ``order`` (the
+    ranks order the items; gaps close, ties by item id) or ``positions`` (each rank is a
+    slot; a gap is an empty slot), docs/evaluation.md#ranks-of-an-external-model."""
 
     name: ModelName
     kind: Literal["external"] = Field(description="Your model's recommendations, from a table.")
     columns: RecommendationColumns = Field(
         default_factory=RecommendationColumns, description="The table's column names."
     )
+    rank_semantics: Literal["order", "positions"] = Field(
+        default="order",
+        description="How `columns.rank` is read: `order` (the default): the ranks order each "
+        "user's items, gaps close (ranks 1, 3, 7 are positions 1, 2, 3), equal ranks tie by item "
+        "id; `positions`: each rank is the item's position, a gap stays an empty slot (an item at "
+        "rank 3 with nothing at rank 2 sits at position 3; a seen item filtered out leaves its "
+        "slot empty), ranks must be whole numbers, one item per position.",
+    )
+
+    @model_validator(mode="after")
+    def _positions_need_ranks(self) -> ExternalModel:
+        if self.rank_semantics == "positions" and self.columns.rank is None:
+            raise ValueError(
+                "rank_semantics: positions reads the rank column: map columns.rank, or remove "
+                "rank_semantics"
+            )
+        return self
 
 
 Positive = Annotated[int, Field(ge=1)]
@@ -183,7 +226,8 @@ class Capabilities:
     """What a kind of model does: ``tunable``, the hyperparameters a list of values makes a
     grid of; ``ranks``, whether it makes top-k lists (task ``ranking``); ``predicts_ratings``,
     whether it can predict ratings (task ``rating_prediction``; ``als`` only with
-    ``implicit: false``: :func:`predicts_ratings`)."""
+    ``implicit: false``, ``external`` only with ``columns.prediction``:
+    :func:`predicts_ratings`)."""
 
     tunable: tuple[str, ...] = ()
     ranks: bool = True
@@ -195,7 +239,7 @@ CAPABILITIES: dict[str, Capabilities] = {
     "popularity": Capabilities(),
     "random": Capabilities(),
     "oracle": Capabilities(),
-    "external": Capabilities(),
+    "external": Capabilities(predicts_ratings=True),
     "als": Capabilities(tunable=("rank", "reg_param", "alpha"), predicts_ratings=True),
     "item_knn": Capabilities(tunable=("neighbours",)),
     "bias": Capabilities(ranks=False, predicts_ratings=True),
@@ -203,9 +247,21 @@ CAPABILITIES: dict[str, Capabilities] = {
 
 
 def predicts_ratings(model: ModelConfig) -> bool:
-    """Whether ``model`` predicts ratings: its kind can, and (ALS) it is fitted on them."""
-    explicit = not isinstance(model, AlsModel) or not model.implicit
-    return CAPABILITIES[model.kind].predicts_ratings and explicit
+    """Whether ``model`` predicts ratings: its kind can, (ALS) it is fitted on them, and
+    (external) it maps ``columns.prediction``."""
+    if isinstance(model, AlsModel):
+        return not model.implicit
+    if isinstance(model, ExternalModel):
+        return model.columns.prediction is not None
+    return CAPABILITIES[model.kind].predicts_ratings
+
+
+def ranks_items(model: ModelConfig) -> bool:
+    """Whether ``model`` makes top-k lists: its kind can, and (external) it maps a score or a
+    rank column."""
+    if isinstance(model, ExternalModel):
+        return model.columns.score is not None or model.columns.rank is not None
+    return CAPABILITIES[model.kind].ranks
 
 
 def hyperparameter_grid(model: ModelConfig) -> list[ModelConfig]:

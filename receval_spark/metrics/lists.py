@@ -87,9 +87,10 @@ def list_counts(lists: DataFrame, *, by: Sequence[str]) -> DataFrame:
 
 def list_holders(ranked: DataFrame, *, keys: Sequence[str], ks: Sequence[int]) -> DataFrame:
     """(*keys, user_id, k): one row per non-empty R_k(u) of the rankings ``ranked`` (*keys,
-    user_id, rank, ...), read off their rank-1 rows: a list is non-empty at every k once it
-    has a first item."""
-    first = ranked.filter(F.col(RANK) == 1).select(*keys, USER, RANK)
+    user_id, rank, ...), read off each ranking's first rank: a list is non-empty at every k at
+    or past its first item (rank 1, or later for an external model's ``rank_semantics:
+    positions`` whose first slots are empty)."""
+    first = ranked.groupBy(*keys, USER).agg(F.min(RANK).alias(RANK))
     return top_k_lists(first, ks=ks).drop(RANK)
 
 

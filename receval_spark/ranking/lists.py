@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from receval_spark.cache import persist
@@ -63,15 +63,26 @@ def rank_models(
     """(user_id, item_id, score, rank, model): every model's top-k list for ``users``, seen
     items filtered, ties broken by item id (receval_spark.ranking.topk). The models'
     candidates are filtered and ranked together: one window by model and user, whose shuffle
-    does not grow with the number of models."""
+    does not grow with the number of models. A positional model's ranks (an external model's
+    ``rank_semantics: positions``, score = -rank) are kept as given, gaps and all."""
+    positions = any(s.positions for s in scorers.values())
+
+    def given_rank(scorer: Scorer) -> list[Column]:
+        if not positions:
+            return []
+        rank = -F.col(SCORE) if scorer.positions else F.lit(None)
+        return [rank.cast("int").alias(RANK)]
+
     candidates = union_all(
         [
-            s.candidates_for(users).select(F.lit(name).alias("model"), USER, ITEM, SCORE)
+            s.candidates_for(users).select(
+                F.lit(name).alias("model"), USER, ITEM, SCORE, *given_rank(s)
+            )
             for name, s in scorers.items()
         ]
     )
     assert candidates is not None  # a job has at least one model
-    ranked = rank_candidates(candidates, k=k, seen=seen, by=["model"])
+    ranked = rank_candidates(candidates, k=k, seen=seen, by=["model"], positions=positions)
     return ranked.select(USER, ITEM, SCORE, RANK, "model")
 
 

@@ -47,7 +47,9 @@ from receval_spark.ranking.rating_task import (
     RatingCounts,
     predicted_ratings,
     rated_pairs,
+    rating_comparisons,
     rating_rows,
+    unpredicted_warnings,
 )
 from receval_spark.ranking.sampled import sampled_protocol
 from receval_spark.ranking.split import (
@@ -166,7 +168,7 @@ def evaluate_ranking(
     split = split_interactions(config.split, inputs.interactions, inputs.given_split)
     head = RunFacts.of_split(split, settings)
     if config.task == "rating_prediction":
-        return _rating_prediction(config, split, head, clock)
+        return _rating_prediction(config, split, head, clock, inputs.recommendations)
     population = evaluated_population(split, config.relevance, settings, named=inputs.user_segments)
     clock.note(users=population.n_users)
     clock.start("tune")
@@ -343,28 +345,43 @@ def _checks(
 
 
 def _rating_prediction(
-    config: JobConfig, split: Split, head: RunFacts, clock: StageClock
+    config: JobConfig,
+    split: Split,
+    head: RunFacts,
+    clock: StageClock,
+    recommendations: Mapping[str, DataFrame],
 ) -> Outcome:
     """The ``rating_prediction`` task (docs/evaluation.md#rating-prediction-task-rating_prediction):
-    MAE, MSE and RMSE of every model's predicted ratings; no ranking metric."""
+    MAE, MSE and RMSE of every model's predicted ratings (external ones: their given
+    predictions), the paired comparisons of MAE and MSE with the baseline; no ranking metric."""
     pairs = rated_pairs(split)
     clock.note(scored_ratings=pairs.counts.scored_ratings)
     clock.start("tune")
     models, _ = choose_models(config.models, split, config.relevance, config.evaluation)
     clock.start("top_k")
-    predictions = predicted_ratings(models, pairs)
+    predictions = predicted_ratings(models, pairs, recommendations)
     clock.start("accuracy")
-    rows = rating_rows(predictions, pairs.known)
+    rated = rating_rows(predictions, pairs.known)
+    clock.start("statistics")
+    names = [m.name for m in models]
+    baseline = config.evaluation.baseline if config.evaluation.baseline in names else None
+    comparisons = rating_comparisons(predictions, pairs.known, baseline=baseline)
     n_users = pairs.known.select(USER).distinct().count()
     leakage = split_leakage(config.split, split, timestamps=config.has_timestamps)
-    warnings = [RATING_TASK_WARNING, *leakage.warnings, *run_warnings(config, n_users, rows)]
+    warnings = [
+        RATING_TASK_WARNING,
+        *leakage.warnings,
+        *unpredicted_warnings(rated),
+        *run_warnings(config, n_users, rated.metrics),
+    ]
+    counts = pairs.counts.with_unpredicted(rated, models)
     clock.stop()
     return Outcome(
-        metrics=rows,
-        comparisons=[],
+        metrics=rated.metrics,
+        comparisons=comparisons,
         per_user=None,
         long_tail=None,
-        split=dataclasses.replace(head, rating_prediction=pairs.counts).record(),
+        split=dataclasses.replace(head, rating_prediction=counts).record(),
         n_users_evaluated=n_users,
         checks=leakage.checks,
         warnings=warnings,

@@ -17,28 +17,41 @@ def filter_seen_items(candidates: DataFrame, seen: DataFrame) -> DataFrame:
     return candidates.join(seen.select(USER, ITEM).distinct(), on=[USER, ITEM], how="left_anti")
 
 
-def top_k(candidates: DataFrame, *, k: int, by: Sequence[str] = ()) -> DataFrame:
+def top_k(
+    candidates: DataFrame, *, k: int, by: Sequence[str] = (), positions: bool = False
+) -> DataFrame:
     """R_k(u): (*by, user_id, item_id, score, rank) with rank 1..k per user (per ``by`` and
     user: e.g. every model's lists in one pass).
 
     Order: score descending, ties by item id ascending, so the result is the same for any
-    partitioning or input order. Users with fewer than k candidates keep all of them. Every
-    smaller cut-off k' is the rows with rank <= k'.
+    partitioning or input order; the rank is the place in that order, so gaps in the scores or
+    in an external model's ranks close (ranks 1, 3, 7 become 1, 2, 3). Users with fewer than k
+    candidates keep all of them. Every smaller cut-off k' is the rows with rank <= k'.
+
+    ``positions``: the candidates carry a ``rank`` column, the given list position of an
+    external model with ``rank_semantics: positions`` (null for the other models, ranked by the
+    order): such a rank is kept as given, so an empty slot stays empty and R_k(u) holds the
+    items at positions <= k (docs/evaluation.md#ranks-of-an-external-model).
     """
     order = Window.partitionBy(*by, USER).orderBy(F.col(SCORE).desc(), F.col(ITEM).asc())
-    return candidates.select(*by, USER, ITEM, SCORE, F.row_number().over(order).alias(RANK)).filter(
-        F.col(RANK) <= k
-    )
+    place = F.row_number().over(order)
+    rank = F.coalesce(F.col(RANK).cast("int"), place) if positions else place
+    return candidates.select(*by, USER, ITEM, SCORE, rank.alias(RANK)).filter(F.col(RANK) <= k)
 
 
 def rank_candidates(
-    candidates: DataFrame, *, k: int, seen: DataFrame | None, by: Sequence[str] = ()
+    candidates: DataFrame,
+    *,
+    k: int,
+    seen: DataFrame | None,
+    by: Sequence[str] = (),
+    positions: bool = False,
 ) -> DataFrame:
     """Remove seen items (when ``seen`` is given) before the cut, then keep the top k (per
-    ``by`` and user)."""
+    ``by`` and user; ``positions``: as :func:`top_k`, a filtered item leaves its slot empty)."""
     if seen is not None:
         candidates = filter_seen_items(candidates, seen)
-    return top_k(candidates, k=k, by=by)
+    return top_k(candidates, k=k, by=by, positions=positions)
 
 
 def sampled_top_k(scores: DataFrame, *, k: int, seed: int, by: Sequence[str] = ()) -> DataFrame:

@@ -10,10 +10,11 @@ from typing import TypeVar
 from pyspark.sql import DataFrame
 
 from receval_spark.cache import persist
-from receval_spark.columns import ITEM, SCORE, USER
+from receval_spark.columns import ITEM, PREDICTION, SCORE, USER
 from receval_spark.config.ranking_models import AlsModel, ItemKnnModel, ModelConfig
+from receval_spark.inputs import check_positions
 from receval_spark.ranking.models.als import als_scores, fit_als, seen_tiers, tiered_als_candidates
-from receval_spark.ranking.models.bias import PREDICTION, bias_predictions
+from receval_spark.ranking.models.bias import bias_predictions
 from receval_spark.ranking.models.item_knn import (
     item_knn_candidates,
     item_knn_scores,
@@ -36,13 +37,16 @@ class Scorer:
     null for every pair of a user the model cannot score (None: the model only has its own
     lists); ``ratings(pairs)``: (user_id, item_id, prediction) for models that predict ratings;
     ``scorable(users)``: the users of ``users`` the model itself can score (None: all);
-    ``fallback``: the model that serves the other users (None: nobody serves them)."""
+    ``fallback``: the model that serves the other users (None: nobody serves them);
+    ``positions``: the candidates' scores are minus their list positions, kept as given (an
+    external model's ``rank_semantics: positions``: a gap is an empty slot)."""
 
     candidates: Transform | None
     scores: Transform | None = None
     ratings: Transform | None = None
     scorable: Transform | None = None
     fallback: str | None = None
+    positions: bool = False
 
     def candidates_for(self, users: DataFrame) -> DataFrame:
         """``candidates(users)``; ValueError for a model that only predicts ratings (the
@@ -144,7 +148,14 @@ def fit_model(
         )
     if model.kind == "external" and external is not None:
         lists = external.select(USER, ITEM, SCORE)  # without the attributes of custom metrics
-        return Scorer(lambda users: lists.join(users.select(USER), on=USER, how="left_semi"))
+        positions = model.rank_semantics == "positions"
+        if positions:
+            assert model.columns.rank is not None  # ExternalModel: positions read the ranks
+            check_positions(lists, rank=model.columns.rank, source=f"models.{model.name}")
+        return Scorer(
+            lambda users: lists.join(users.select(USER), on=USER, how="left_semi"),
+            positions=positions,
+        )
     raise ValueError(f"model {model.name!r}: cannot fit kind {model.kind!r}")
 
 

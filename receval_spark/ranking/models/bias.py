@@ -15,10 +15,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from receval_spark.columns import ITEM, RATING, USER
+from receval_spark.columns import ITEM, PREDICTION, RATING, USER
 from receval_spark.metrics.aggregate import exact_mean, exact_sum
-
-PREDICTION = "prediction"
 
 
 def bias_predictions(

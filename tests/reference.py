@@ -317,9 +317,15 @@ def evaluate_model(
 #               items that are *expected*, i.e. not surprising, for serendipity).
 #
 # Interpretation of DESIGN §6 used here: f_i, and with it Coverage, Gini and Entropy, are
-# taken over the catalogue I (items with a train interaction) only; list items outside I do
-# not count there. Novelty gives them p = 1/(train users) (the floor), PopularityBias a train
-# interaction count of 0; personalization, ILD and serendipity treat them like any item.
+# taken over the catalogue I only; list items outside I do not count there. I is the items
+# with a train interaction (DESIGN §6), or a given catalogue (DESIGN §1: "the item universe I
+# of §6, given as a table of item ids"), whose items need not have a train interaction nor
+# include every train item. p(i) and the interaction counts always come from train, for any
+# item: Novelty floors p at 1/(train users) for an item without train users (in I or not);
+# PopularityBias takes every list slot with its item's train interaction count (0 without
+# any) over the mean train interaction count of the items of I (0 for those without any);
+# CategoryCoverage divides by the categories of the items of I; personalization, ILD and
+# serendipity treat every item alike.
 
 Lists = dict[object, list[object]]  # user -> the items of R_k(u) for one k
 
@@ -391,10 +397,17 @@ def novelty_per_user(
     return out
 
 
-def popularity_bias(ranking: Lists, interactions: Mapping[object, int]) -> float:
-    """Mean train interaction count over all list slots / mean over catalogue items."""
+def popularity_bias(
+    ranking: Lists,
+    interactions: Mapping[object, int],
+    catalogue: Iterable[object] | None = None,
+) -> float:
+    """Mean train interaction count over all list slots / mean over the catalogue items
+    (``catalogue``; None: the train items, the keys of ``interactions``); an item without a
+    train interaction counts 0 on either side."""
     slots = [interactions.get(i, 0) for items in ranking.values() for i in items]
-    catalogue_mean = sum(interactions.values()) / len(interactions)
+    members = list(interactions) if catalogue is None else list(dict.fromkeys(catalogue))
+    catalogue_mean = sum(interactions.get(i, 0) for i in members) / len(members)
     return (sum(slots) / len(slots)) / catalogue_mean
 
 
@@ -510,8 +523,8 @@ def category_coverage_per_user(
     ranking: Lists, categories: Mapping[object, set], catalogue: Iterable[object]
 ) -> dict[object, float]:
     """user -> |distinct categories of R_k(u) that catalogue items have| / |categories of the
-    catalogue items| (DESIGN §6, catalogue I = items with a train interaction), for every user
-    with a list; empty when the catalogue has no category."""
+    catalogue items| (DESIGN §6, ``catalogue`` = I), for every user with a list; empty when the
+    catalogue has no category."""
     known = set().union(*(categories.get(i, set()) for i in catalogue))
     if not known:
         return {}
@@ -567,8 +580,10 @@ def beyond_metrics(
     vectors: Mapping[object, np.ndarray] | None = None,
     truth: pd.DataFrame | None = None,
     expected: pd.DataFrame | None = None,
+    catalogue: Iterable[object] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """All beyond-accuracy metrics of one model's lists at every k present in ``lists``.
+    """All beyond-accuracy metrics of one model's lists at every k present in ``lists``,
+    over the catalogue I = ``catalogue`` (None: the items with a train interaction).
 
     Returns (group table (k, metric, value, n_users, std), per-user long table
     (user_id, k, metric, value)). Group metrics: coverage, gini, entropy, popularity_bias,
@@ -579,7 +594,7 @@ def beyond_metrics(
     personalization_jaccard is sampled and left to ``jaccard_distances``.
     """
     users_of, interactions, n_train_users = train_statistics(train)
-    catalogue = list(users_of)
+    catalogue = list(users_of) if catalogue is None else list(dict.fromkeys(catalogue))
     relevant: dict[object, set[object]] = {}
     if truth is not None:
         for user, item in zip(truth[USER], truth[ITEM], strict=True):
@@ -593,7 +608,7 @@ def beyond_metrics(
             "coverage": coverage(ranking, catalogue),
             "gini": gini(ranking, catalogue),
             "entropy": entropy(ranking, catalogue),
-            "popularity_bias": popularity_bias(ranking, interactions),
+            "popularity_bias": popularity_bias(ranking, interactions, catalogue),
             "personalization": personalization(ranking),
         }
         group_rows += [(int(k), m, v, n, float("nan")) for m, v in group.items()]

@@ -10,9 +10,9 @@ r"""Diversity metrics of the top-k lists: between users' lists and within one li
 
 with \hat v_i the unit embedding of the n list items that have one (``ild_embedding``) or
 their unit multi-hot category vector (``ild_category``; \lVert \sum \hat v \rVert^2 =
-\sum_c s_c^2, s_c = \sum_{i \ni c} |C_i|^{-1/2}), and C_I the categories of the catalogue
-items. No per-list item pairs: ||sum v||^2 - n is twice the sum of the pairwise cosines. The
-exact (cosine) personalization is an exposure statistic
+\sum_c s_c^2, s_c = \sum_{i \ni c} |C_i|^{-1/2}), and C_I the categories of the items of the
+catalogue I (docs/evaluation.md#catalogue). No per-list item pairs: ||sum v||^2 - n is twice
+the sum of the pairwise cosines. The exact (cosine) personalization is an exposure statistic
 (:func:`receval_spark.metrics.exposure.exposure_statistics`). Definitions: docs/evaluation.md,
 section "Beyond-accuracy metrics".
 """
@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from receval_spark.columns import ITEM, RANK, USER
 from receval_spark.expressions import seeded_hash
 from receval_spark.metrics.aggregate import exact_sum
-from receval_spark.metrics.lists import top_k_lists
+from receval_spark.metrics.lists import catalogue_members, top_k_lists
 
 PERSONALIZATION_JACCARD = "personalization_jaccard"
 ILD_CATEGORY = "ild_category"
@@ -170,6 +170,7 @@ def category_sums(rows: DataFrame, *, ks: Sequence[int], keys: Sequence[str]) ->
 
 
 def catalogue_categories(entries: DataFrame, catalogue: DataFrame) -> DataFrame:
-    """(category, _known = true): C_I, the distinct categories of the catalogue's items."""
-    known = entries.join(catalogue.select(ITEM), on=ITEM, how="left_semi")
+    """(category, _known = true): C_I, the distinct categories of the items of the catalogue
+    I (the members of the item table ``catalogue``, :mod:`~receval_spark.metrics.lists`)."""
+    known = entries.join(catalogue_members(catalogue).select(ITEM), on=ITEM, how="left_semi")
     return known.select("category").distinct().withColumn("_known", F.lit(True))

@@ -1,7 +1,10 @@
 r"""Exposure metrics of the top-k lists: how the list slots spread over the catalogue.
 
-Catalogue I = items with a train interaction (n = |I|); f_i = number of lists containing i
-(0 for catalogue items never recommended), F = \sum_i f_i; n_i = train interactions of i.
+Catalogue I = the configured item universe, by default the items with a train interaction
+(n = |I|, docs/evaluation.md#catalogue); f_i = number of lists containing i (0 for catalogue
+items never recommended), F = \sum_{i \in I} f_i; n_i = train interactions of i (0 for an item
+without any). Coverage, Gini and entropy are over I: list slots of items outside I are left
+out of them; the popularity bias reads every list slot.
 
 .. math::
 
@@ -9,7 +12,8 @@ Catalogue I = items with a train interaction (n = |I|); f_i = number of lists co
     Gini = \frac{\sum_{i=1}^{n} (2i - n - 1) f_{(i)}}{n \sum_i f_i} \ (f \text{ ascending over } I)
 
     Entropy = -\sum_i \frac{f_i}{F} \log_2 \frac{f_i}{F} \qquad
-    PopularityBias = \frac{\sum_i f_i n_i / F}{\text{mean } n_i \text{ over } I}
+    PopularityBias = \frac{\sum_j f_j n_j / \sum_j f_j}{\text{mean } n_i \text{ over } I}
+    \ (j \text{ over every recommended item})
 
     Personalization = 1 - \frac{\sum_{u<v} \cos(u, v)}{U (U - 1) / 2}, \quad
     \sum_{u<v} \cos(u, v) = \sum_i \frac{s_i^2 - q_i}{2},\
@@ -32,7 +36,12 @@ from pyspark.sql import functions as F
 from receval_spark.columns import ITEM
 from receval_spark.metrics.aggregate import exact_sum, to_long
 from receval_spark.metrics.diversity import PERSONALIZATION_JACCARD
-from receval_spark.metrics.lists import ranked_lists, with_item_popularity, with_list_size
+from receval_spark.metrics.lists import (
+    catalogue_members,
+    ranked_lists,
+    with_item_popularity,
+    with_list_size,
+)
 from receval_spark.registry import family
 
 COVERAGE = "coverage"
@@ -63,7 +72,8 @@ def weighted_exposure(rows: DataFrame, *, keys: Sequence[str], weight: Column) -
 
 
 def item_exposure(lists: DataFrame, catalogue: DataFrame, *, by: Sequence[str]) -> DataFrame:
-    """(*by, item_id, n_interactions, in_catalogue, f, s, q): per recommended item, f = number
+    """(*by, item_id, n_interactions, in_catalogue, f, s, q) from the item table
+    ``catalogue`` (:mod:`~receval_spark.metrics.lists`): per recommended item, f = number
     of lists holding it, s = sum of |R_k(u)|^{-1/2} and q = sum of 1 / |R_k(u)| over those
     lists. Every group statistic below is read off this one item-level table."""
     return _sized_exposure(with_list_size(lists, by=by), catalogue, by=by)
@@ -87,31 +97,34 @@ def _sized_exposure(lists: DataFrame, catalogue: DataFrame, *, by: Sequence[str]
     )
 
 
-def popularity_bin(n_interactions: Column, in_catalogue: Column) -> Column:
-    """floor(log2(train interactions)) for catalogue items (bin b holds 2^b..2^(b+1)-1
-    interactions); -1 for recommended items outside the catalogue."""
-    return F.when(in_catalogue, F.floor(F.log2(n_interactions)).cast("int")).otherwise(F.lit(-1))
+def popularity_bin(n_interactions: Column) -> Column:
+    """floor(log2(train interactions)) (bin b holds 2^b..2^(b+1)-1 interactions); -1 for an
+    item without a train interaction."""
+    return F.when(n_interactions > 0, F.floor(F.log2(n_interactions)).cast("int")).otherwise(
+        F.lit(-1)
+    )
 
 
-def long_tail(exposure: DataFrame, catalogue: DataFrame, *, by: Sequence[str]) -> DataFrame:
+def long_tail(exposure: DataFrame, items: DataFrame, *, by: Sequence[str]) -> DataFrame:
     """(*by, popularity_bin, n_items, train_interactions, n_recommended_items, recommendations):
-    the catalogue binned by train popularity (:func:`popularity_bin`), each bin's items and
-    train interactions, and per group the distinct items recommended from it and the list
-    slots it fills (sum of f_i). Every group gets every catalogue bin, zero where unused.
+    the catalogue I (the members of the item table ``items``) binned by train popularity
+    (:func:`popularity_bin`), each bin's items and train interactions, and per group the
+    distinct items recommended from it and the list slots it fills (sum of f_i): every
+    recommended item counts in the bin of its train interactions, in I or not (bin -1: none).
+    Every group gets every catalogue bin, zero where unused.
 
     The long-tail view of Park and Tuzhilin, "The long tail of recommender systems and how to
     leverage it" (RecSys 2008), with logarithmic popularity bins instead of a head/tail cut.
     """
-    items = catalogue.select(
-        popularity_bin(F.col("n_interactions"), F.lit(True)).alias("popularity_bin"),
-        "n_interactions",
+    members = catalogue_members(items).select(
+        popularity_bin(F.col("n_interactions")).alias("popularity_bin"), "n_interactions"
     )
-    bins = items.groupBy("popularity_bin").agg(
+    bins = members.groupBy("popularity_bin").agg(
         F.count(F.lit(1)).alias("n_items"),
         F.sum("n_interactions").alias("train_interactions"),
     )
     recommended = exposure.groupBy(
-        *by, popularity_bin(F.col("n_interactions"), F.col("in_catalogue")).alias("popularity_bin")
+        *by, popularity_bin(F.col("n_interactions")).alias("popularity_bin")
     ).agg(
         F.count(F.lit(1)).alias("n_recommended_items"),
         F.sum("f").alias("recommendations"),
@@ -140,8 +153,9 @@ def block_terms(blocks: DataFrame, totals: DataFrame, *, by: Sequence[str]) -> D
     """Per exposure block, the addends of every group statistic (:func:`exposure_statistics`).
 
     Catalogue blocks keep their c items, blocks outside the catalogue count as c = 0 items
-    for coverage, Gini and entropy (lists of unknown items only: coverage 0, Gini and
-    entropy null) but keep their list slots for the popularity bias (n_i = 0 there). Gini
+    for coverage, Gini and entropy (lists of items outside I only: coverage 0, Gini and
+    entropy null) but keep their list slots, with their train interactions, for the
+    popularity bias. Gini
     counts never-recommended catalogue items as f = 0 without materialising them: the n0
     zero items take the first n0 positions of the ascending order, and items sharing a value
     f occupy a block of consecutive positions, so one window over the distinct f values of a
@@ -181,10 +195,11 @@ def exposure_statistics(
     evaluating recommender systems by coverage and serendipity", RecSys 2010); Gini and
     entropy are the sales-diversity measures of Shani and Gunawardana, "Evaluating
     recommendation systems" (Recommender Systems Handbook, 2011), over all n catalogue items;
-    PopularityBias = (sum_i f_i n_i / sum_i f_i) / mean train interactions of the catalogue
-    items, the average recommendation popularity of Abdollahpouri, Burke and Mobasher
-    (FLAIRS 2019) over all list slots, divided by the catalogue's mean; Personalization =
-    1 - sum_{u<v} cos(u, v) / (n (n - 1) / 2), n = n_lists, the inter-user diversity of Zhou
+    PopularityBias = (sum_i f_i n_i / sum_i f_i, over every recommended item) / mean train
+    interactions of the catalogue items (0 for those without any), the average
+    recommendation popularity of Abdollahpouri, Burke and Mobasher (FLAIRS 2019) over all
+    list slots, divided by the catalogue's mean (null when it is 0); Personalization = 1 -
+    sum_{u<v} cos(u, v) / (n (n - 1) / 2), n = n_lists, the inter-user diversity of Zhou
     et al., "Solving the apparent diversity-accuracy dilemma of recommender systems" (PNAS
     2010), with the cosine for lists of unequal length; null below 2 lists.
     """
@@ -194,12 +209,12 @@ def exposure_statistics(
         block_terms(blocks, totals, by=by)
         .groupBy(*by)
         .agg(
-            (F.sum("c") / F.first("n")).alias(COVERAGE),
+            F.try_divide(F.sum("c"), F.first("n")).alias(COVERAGE),
             F.try_divide(F.sum("gini_term"), F.first("n") * mass).alias(GINI),
             (F.log2(mass) - F.try_divide(exact_sum("mass_log"), mass)).alias(ENTROPY),
-            (F.sum("slot_interactions") / F.sum("slots") / F.first("mean_item_interactions")).alias(
-                POPULARITY_BIAS
-            ),
+            F.try_divide(
+                F.sum("slot_interactions") / F.sum("slots"), F.first("mean_item_interactions")
+            ).alias(POPULARITY_BIAS),
             exact_sum("pair_sum").alias("_pair_sum"),
         )
     )

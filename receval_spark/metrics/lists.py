@@ -1,8 +1,11 @@
-r"""The top-k lists and the train catalogue that every beyond-accuracy metric reads.
+r"""The top-k lists and the item table of the catalogue that every beyond-accuracy metric reads.
 
 A list R_k(u) is the non-empty top-k of an evaluated user: one row per (list, item),
 ``(*by, user_id, item_id)`` where ``by`` names a list group such as (model, segment, k). The
-catalogue I is the items with a train interaction, with their train users and interactions.
+catalogue I is the configured item universe (data.catalogue, or data.items marked as the
+catalogue), by default the items with a train interaction; the item table holds every item
+of I and every train item with its train users and interactions and whether it is in I
+(docs/evaluation.md#catalogue).
 The metrics themselves live by family: :mod:`~receval_spark.metrics.exposure` (coverage, Gini,
 entropy, popularity bias, personalization, long tail), :mod:`~receval_spark.metrics.diversity`
 (Jaccard personalization, ILD, category coverage), :mod:`~receval_spark.metrics.novelty`
@@ -31,21 +34,49 @@ def top_k_lists(ranked: DataFrame, *, ks: Sequence[int]) -> DataFrame:
 
 
 def item_statistics(history: DataFrame) -> DataFrame:
-    """The catalogue: (item_id, n_users, n_interactions) over the train interactions."""
+    """The item table of the default catalogue (I = the train items): (item_id, n_users,
+    n_interactions, in_catalogue = true) over the train interactions."""
     return history.groupBy(ITEM).agg(
         F.countDistinct(USER).alias("n_users"),
         F.count(F.lit(1)).alias("n_interactions"),
+        F.lit(True).alias("in_catalogue"),
     )
 
 
-def catalogue_totals(history: DataFrame, catalogue: DataFrame) -> DataFrame:
-    """One row: n_catalogue, n_train_users, mean_item_interactions."""
-    items = catalogue.agg(
+def with_catalogue(statistics: DataFrame, catalogue: DataFrame | None) -> DataFrame:
+    """The item table of a configured catalogue: (item_id, n_users, n_interactions,
+    in_catalogue) for every item of I and every train item, from the train ``statistics``
+    (:func:`item_statistics`) and ``catalogue`` (item_id), the ids of I; None: I is the train
+    items and ``statistics`` is the table. A catalogue item without a train interaction has 0
+    train users and interactions; a train item outside I keeps its counts (novelty and the
+    popularity bias read them) with ``in_catalogue`` false."""
+    if catalogue is None:
+        return statistics
+    members = catalogue.select(ITEM).distinct().withColumn("_member", F.lit(True))
+    joined = statistics.drop("in_catalogue").join(members, on=ITEM, how="full")
+    return joined.select(
+        ITEM,
+        F.coalesce(F.col("n_users"), F.lit(0).cast("long")).alias("n_users"),
+        F.coalesce(F.col("n_interactions"), F.lit(0).cast("long")).alias("n_interactions"),
+        F.coalesce(F.col("_member"), F.lit(False)).alias("in_catalogue"),
+    )
+
+
+def catalogue_members(items: DataFrame) -> DataFrame:
+    """The rows of the item table ``items`` whose item is in the catalogue I."""
+    return items.filter(F.col("in_catalogue"))
+
+
+def catalogue_totals(history: DataFrame, items: DataFrame) -> DataFrame:
+    """One row: n_catalogue = |I|, n_train_users, mean_item_interactions = the mean train
+    interactions of the items of I (0 for those without any), from the item table
+    ``items`` (:func:`item_statistics`, :func:`with_catalogue`)."""
+    members = catalogue_members(items).agg(
         F.count(F.lit(1)).alias("n_catalogue"),
         F.avg("n_interactions").alias("mean_item_interactions"),
     )
     users = history.agg(F.countDistinct(USER).alias("n_train_users"))
-    return items.crossJoin(users)
+    return members.crossJoin(users)
 
 
 def with_list_size(lists: DataFrame, *, by: Sequence[str]) -> DataFrame:
@@ -71,10 +102,11 @@ def ranked_lists(ranked: DataFrame, *, keys: Sequence[str], ks: Sequence[int]) -
     return lists.withColumn("list_size", F.least(F.col("k"), F.col("n_ranked")))
 
 
-def with_item_popularity(lists: DataFrame, catalogue: DataFrame) -> DataFrame:
-    """The lists with ``n_interactions`` (train interactions of the item, 0 outside the
-    catalogue) and ``in_catalogue``."""
-    known = catalogue.select(ITEM, "n_interactions", F.lit(True).alias("in_catalogue"))
+def with_item_popularity(lists: DataFrame, items: DataFrame) -> DataFrame:
+    """The lists with ``n_interactions`` (train interactions of the item, 0 for an item
+    without any) and ``in_catalogue`` (whether the item is in I), from the item table
+    ``items``."""
+    known = items.select(ITEM, "n_interactions", "in_catalogue")
     return lists.join(known, on=ITEM, how="left").fillna(
         {"n_interactions": 0, "in_catalogue": False}
     )
@@ -98,7 +130,8 @@ def list_holders(ranked: DataFrame, *, keys: Sequence[str], ks: Sequence[int]) -
 class BeyondInputs:
     """What the beyond-accuracy metrics read besides the lists.
 
-    ``catalogue``: :func:`item_statistics`; ``totals``: :func:`catalogue_totals`; ``truth``:
+    ``catalogue``: the item table, :func:`item_statistics` or :func:`with_catalogue`;
+    ``totals``: :func:`catalogue_totals`; ``truth``:
     Rel(u) as (user_id, item_id, ...). ``expected``: (user_id, item_id, rank), the items that
     are not surprising for serendipity: item i is expected in u's list at k when rank <= k (the
     rank in u's popularity list; 0 for an expectation that holds at every k).

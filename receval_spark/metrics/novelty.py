@@ -1,8 +1,10 @@
 r"""Novelty and serendipity of one user's top-k list.
 
-p(i) = max(train users of i, 1) / train users; Rel(u) the user's relevant items; an item is
-expected for u when a primitive recommender (the popularity list, or a content profile) would
-show it.
+p(i) = max(train users of i, 1) / train users, in the catalogue I or not: the floor gives an
+item without train users (a catalogue item never interacted with, or an item outside I)
+p = 1 / train users, so novelty does not depend on I (docs/evaluation.md#catalogue); Rel(u)
+the user's relevant items; an item is expected for u when a primitive recommender (the
+popularity list, or a content profile) would show it.
 
 .. math::
 
@@ -28,8 +30,9 @@ SERENDIPITY = "serendipity"
 
 
 def with_train_users(rows: DataFrame, catalogue: DataFrame, totals: DataFrame) -> DataFrame:
-    """The list rows with ``n_users`` (train users of the item; null outside the catalogue)
-    and ``n_train_users``, what :func:`self_information` reads."""
+    """The list rows with ``n_users`` (train users of the item, from the item table
+    ``catalogue``, in I or not; null for an item that is neither) and ``n_train_users``,
+    what :func:`self_information` reads."""
     rows = rows.join(catalogue.select(ITEM, "n_users"), on=ITEM, how="left")
     return rows.crossJoin(F.broadcast(totals.select("n_train_users")))
 
@@ -37,8 +40,8 @@ def with_train_users(rows: DataFrame, catalogue: DataFrame, totals: DataFrame) -
 def self_information() -> Column:
     """-log2 p(i), p(i) = max(n_users, 1) / n_train_users (:func:`with_train_users`): a list
     item's novelty, whose mean over the list is the novelty of Zhou et al., "Solving the
-    apparent diversity-accuracy dilemma of recommender systems" (PNAS 2010); items outside the
-    catalogue count as seen by one train user."""
+    apparent diversity-accuracy dilemma of recommender systems" (PNAS 2010); an item without
+    train users counts as seen by one."""
     n_users = F.greatest(F.coalesce(F.col("n_users"), F.lit(0)), F.lit(1))
     p = n_users / F.col("n_train_users").cast("double")
     return -F.log2(p)

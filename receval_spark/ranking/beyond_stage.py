@@ -1,7 +1,7 @@
 """The beyond-accuracy step of a ranking run (docs/evaluation.md, "Beyond-accuracy metrics"):
 per-user metrics macro-averaged, group statistics with bootstrap intervals, the long-tail table,
-and what they read besides the lists: item metadata, item vectors and the serendipity
-baseline."""
+and what they read besides the lists: the catalogue (docs/evaluation.md#catalogue), item
+metadata, item vectors and the serendipity baseline."""
 
 from __future__ import annotations
 
@@ -23,7 +23,12 @@ from receval_spark.config import (
 from receval_spark.metrics.diversity import unit_vectors
 from receval_spark.metrics.exposure import long_tail, ranking_exposure
 from receval_spark.metrics.group import group_beyond
-from receval_spark.metrics.lists import BeyondInputs, catalogue_totals
+from receval_spark.metrics.lists import (
+    BeyondInputs,
+    catalogue_members,
+    catalogue_totals,
+    with_catalogue,
+)
 from receval_spark.metrics.novelty import content_expected
 from receval_spark.metrics.per_user import per_user_beyond
 from receval_spark.ranking.accuracy_stage import macro_rows
@@ -31,6 +36,7 @@ from receval_spark.ranking.custom_stage import ItemTables, custom_group_rows
 from receval_spark.ranking.models.als import als_item_embeddings
 from receval_spark.ranking.models.popularity import popularity_ranks
 from receval_spark.ranking.population import Population
+from receval_spark.ranking.quality import catalogue_slots
 from receval_spark.results import MetricRow, metric_row
 
 
@@ -45,12 +51,32 @@ class ItemVectors:
     blocks: int | None
 
 
+TRAIN_ITEMS = "train items"  # the run record's catalogue source when none is configured
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """The catalogue I of the beyond-accuracy metrics (docs/evaluation.md#catalogue): the
+    item table (item_id, n_users, n_interactions, in_catalogue: every item of I and every
+    train item, persisted), its totals (``catalogue_totals``, persisted), whether it was
+    configured, the run record's ``catalogue`` (:func:`describe_catalogue`) and its
+    warnings."""
+
+    items: DataFrame
+    totals: DataFrame
+    configured: bool
+    record: dict[str, object]
+    warnings: list[str]
+
+
 @dataclass(frozen=True)
 class BeyondAccuracy:
     """The beyond-accuracy step's macro and group rows, per-user rows, long-tail table and
-    warnings for metrics it had to skip; for the run record, the item metadata counts
-    (:func:`describe_items`, None without data.items), the source of the item vectors and the
-    ALS blocks of fitted ones."""
+    warnings (metrics it had to skip, the catalogue's); for the run record, the item metadata
+    counts (:func:`describe_items`, None without data.items), the source of the item vectors,
+    the ALS blocks of fitted ones, the catalogue (:func:`describe_catalogue`) and, with a
+    configured catalogue, per model the (outside, all) list slots up to the largest k whose
+    item is outside it (``catalogue_slots``; None: the catalogue is the train items)."""
 
     rows: list[MetricRow]
     per_user: DataFrame | None
@@ -59,6 +85,8 @@ class BeyondAccuracy:
     items: dict[str, int] | None
     embeddings: str
     embedding_blocks: int | None
+    catalogue: dict[str, object]
+    outside: dict[str, tuple[int, int]] | None
 
 
 def beyond_accuracy(
@@ -69,16 +97,22 @@ def beyond_accuracy(
     *,
     models: Sequence[ModelConfig],
     history_rows: int,
+    catalogue: DataFrame | None = None,
+    catalogue_source: str | None = None,
 ) -> BeyondAccuracy:
     """Beyond-accuracy metrics of the top-k lists at every k: per-user ones macro-averaged,
     group ones with bootstrap intervals, the custom group metrics, and the long-tail table.
     The serendipity baseline is the lists of the popularity model among ``models`` (the
     configured ones), else the popularity ranks of the relevant recommended items;
-    ``history_rows``: train (+ validation) rows, which size the ALS item embeddings."""
+    ``history_rows``: train (+ validation) rows, which size the ALS item embeddings;
+    ``catalogue``: (item_id) of the configured catalogue read from ``catalogue_source``
+    (``data.catalogue`` or ``data.items``), None: the train items."""
+    universe = catalogue_of(population, catalogue, source=catalogue_source)
     described = None
     if items.items is not None and items.source is not None:
         mapped = items.source.columns.embedding is not None
-        described = describe_items(items.items, population.catalogue, embeddings=mapped)
+        members = catalogue_members(universe.items)
+        described = describe_items(items.items, members, embeddings=mapped)
     categories, warnings = category_table(items, described, wanted=settings.metrics)
     vectors = item_vectors(
         settings.embeddings,
@@ -94,8 +128,8 @@ def beyond_accuracy(
         ranked, population, settings=settings, units=vectors.units, model=popularity
     )
     inputs = BeyondInputs(
-        catalogue=population.catalogue,
-        totals=persist(catalogue_totals(population.history, population.catalogue)),
+        catalogue=universe.items,
+        totals=universe.totals,
         truth=population.truth,
         expected=expected,
         categories=categories,
@@ -103,17 +137,72 @@ def beyond_accuracy(
     )
     segmented = ranked.join(population.segments, on=USER)
     rows, per_user, exposure = _beyond_rows(ranked, segmented, population, inputs, settings)
-    rows += custom_group_rows(segmented, population.catalogue, settings=settings, items=items)
+    members = catalogue_members(universe.items)
+    rows += custom_group_rows(segmented, members, settings=settings, items=items)
     everyone = exposure.filter(F.col("segment") == "all").drop("segment")
+    outside = catalogue_slots(everyone, k=max(settings.k)) if universe.configured else None
     return BeyondAccuracy(
         rows=rows,
         per_user=per_user,
-        long_tail=long_tail(everyone, population.catalogue, by=["model", "k"]),
-        warnings=warnings,
+        long_tail=long_tail(everyone, universe.items, by=["model", "k"]),
+        warnings=universe.warnings + warnings,
         items=described,
         embeddings=vectors.source,
         embedding_blocks=vectors.blocks,
+        catalogue=universe.record,
+        outside=outside,
     )
+
+
+def catalogue_of(
+    population: Population, catalogue: DataFrame | None, *, source: str | None
+) -> Catalogue:
+    """The catalogue I (docs/evaluation.md#catalogue): the configured item ids ``catalogue``
+    (read from ``source``) with the train counts of ``population.catalogue`` (every train
+    item too, outside I), or without one the train items themselves."""
+    table = population.catalogue
+    if catalogue is not None:
+        table = persist(with_catalogue(population.catalogue, catalogue))
+    totals = persist(catalogue_totals(population.history, table))
+    record, warnings = describe_catalogue(table, source=source)
+    return Catalogue(table, totals, catalogue is not None, record, warnings)
+
+
+def describe_catalogue(
+    items: DataFrame, *, source: str | None
+) -> tuple[dict[str, object], list[str]]:
+    """The run record's ``catalogue``: its ``source`` (``train items``, ``data.catalogue`` or
+    ``data.items``) and ``items`` = |I|, for a configured catalogue also its items without a
+    train interaction and the train items outside it; a warning when a configured catalogue
+    is empty or shares no item with train (ids that do not match the log's). One aggregation
+    over the item table ``items``."""
+    member = F.col("in_catalogue")
+    row = items.agg(
+        F.count(F.when(member, True)).alias("items"),
+        F.count(F.when(member & (F.col("n_interactions") == 0), True)).alias("never"),
+        F.count(F.when(~member, True)).alias("outside"),
+    ).first()
+    assert row is not None  # a global aggregate has one row
+    if source is None:
+        return {"source": TRAIN_ITEMS, "items": row["items"]}, []
+    record: dict[str, object] = {
+        "source": source,
+        "items": row["items"],
+        "items_without_train_interactions": row["never"],
+        "train_items_outside": row["outside"],
+    }
+    warnings = []
+    if row["items"] == 0:
+        warnings.append(
+            f"{source}: the catalogue is empty; coverage, Gini, entropy and popularity_bias "
+            "have no value"
+        )
+    elif row["items"] == row["never"]:
+        warnings.append(
+            f"{source}: none of its {row['items']} catalogue items has a train interaction "
+            "(are its item ids the log's?); popularity_bias has no value"
+        )
+    return record, warnings
 
 
 def _beyond_rows(
@@ -135,7 +224,7 @@ def _beyond_rows(
         rows += macro_rows(per_user)
     keys = ["model", "segment"]
     # one item exposure for the group statistics and the long-tail table (segment all)
-    exposure = persist(ranking_exposure(segmented, population.catalogue, keys=keys, ks=settings.k))
+    exposure = persist(ranking_exposure(segmented, inputs.catalogue, keys=keys, ks=settings.k))
     groups = group_beyond(
         segmented,
         inputs,

@@ -41,7 +41,7 @@ from receval_spark.ranking.lists import ModelLists, fit_scorers, model_lists
 from receval_spark.ranking.models import Scorer
 from receval_spark.ranking.offpolicy_stage import off_policy_of_models
 from receval_spark.ranking.population import ActivityQuartiles, Population, evaluated_population
-from receval_spark.ranking.quality import log_facts
+from receval_spark.ranking.quality import log_facts, with_outside_counts
 from receval_spark.ranking.rating_task import (
     RATING_TASK_WARNING,
     RatingCounts,
@@ -88,7 +88,8 @@ class RunFacts:
     """What a ranking run records in ``runs.split`` (docs/datasets.md), as its steps found it:
     the split's parameters (method, resolved cut-offs) and part counts, whether seen items
     are filtered, the custom metrics' descriptions; then, where the run has them, the rating
-    task's counts, the activity quartiles, the users each model's fallback served, the item
+    task's counts, the activity quartiles, the users each model's fallback served, the catalogue
+    of the beyond-accuracy metrics (source and size, docs/evaluation.md#catalogue), the item
     metadata counts, the ALS blocks of the item embeddings, where the item vectors came from,
     each model's list coverage and the data-quality facts (None: not part of this run)."""
 
@@ -99,6 +100,7 @@ class RunFacts:
     rating_prediction: RatingCounts | None = None
     activity: ActivityQuartiles | None = None
     fallback_users: Mapping[str, int] | None = None
+    catalogue: Mapping[str, object] | None = None
     items: Mapping[str, int] | None = None
     embedding_blocks: int | None = None
     embeddings: str | None = None
@@ -120,6 +122,7 @@ class RunFacts:
             self,
             activity=population.activity,
             fallback_users=lists.fallback_users,
+            catalogue=beyond.catalogue,
             items=beyond.items,
             embedding_blocks=beyond.embedding_blocks,
             embeddings=beyond.embeddings,
@@ -142,6 +145,8 @@ class RunFacts:
             record["activity_quartiles"] = self.activity.thresholds
         if self.fallback_users is not None:
             record["fallback_users"] = dict(self.fallback_users)
+        if self.catalogue is not None:
+            record["catalogue"] = dict(self.catalogue)
         if self.items is not None:
             record["items"] = dict(self.items)
         if self.embedding_blocks is not None:
@@ -189,7 +194,11 @@ def evaluate_ranking(
         items,
         models=config.models,
         history_rows=history_row_count(head.parts),
+        catalogue=inputs.catalogue,
+        catalogue_source=config.data.catalogue_key,
     )
+    # outside_catalogue counted against a configured catalogue (docs/evaluation.md#catalogue)
+    lists = dataclasses.replace(lists, facts=with_outside_counts(lists.facts, beyond.outside))
     rows = [*accuracy.rows, *beyond.rows]
     per_user = union_all([f for f in (accuracy.per_user, beyond.per_user) if f is not None])
     clock.start("statistics")

@@ -1,5 +1,6 @@
 """The report's sections read off the run record (``runs.split``): the split's parts and
-settings, and the data-quality facts (docs/evaluation.md#data-quality-facts)."""
+settings (with the catalogue, docs/evaluation.md#catalogue), and the data-quality facts
+(docs/evaluation.md#data-quality-facts)."""
 
 from __future__ import annotations
 
@@ -45,8 +46,25 @@ def quality_rows(split: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def split_settings(split: dict[str, Any]) -> dict[str, Any]:
-    """The split's scalar settings: method, cutoffs, quantile, filter_seen, ..."""
-    return {key: value for key, value in split.items() if not isinstance(value, dict | list)}
+    """The split's scalar settings: method, cutoffs, quantile, filter_seen, ..., and the
+    catalogue of the beyond-accuracy metrics (:func:`catalogue_summary`)."""
+    settings = {key: value for key, value in split.items() if not isinstance(value, dict | list)}
+    if "catalogue" in split:
+        settings["catalogue"] = catalogue_summary(split["catalogue"])
+    return settings
+
+
+def catalogue_summary(catalogue: dict[str, Any]) -> str:
+    """One line for the run record's ``catalogue`` (docs/evaluation.md#catalogue): its
+    source and size, and for a configured catalogue its items without a train interaction and
+    the train items outside it."""
+    line = f"{catalogue['source']}: {catalogue['items']:,} items"
+    if "items_without_train_interactions" in catalogue:
+        line += (
+            f" ({catalogue['items_without_train_interactions']:,} without a train interaction;"
+            f" {catalogue['train_items_outside']:,} train items outside it)"
+        )
+    return line
 
 
 def _is_part(value: Any) -> bool:

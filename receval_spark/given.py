@@ -108,10 +108,13 @@ def _untimed_parts(raw: dict[str, Any], given: Mapping[str, DataFrame]) -> bool:
         if frame is None or not isinstance(section, dict):
             continue
         columns = section.setdefault("columns", {})
-        if isinstance(columns, dict) and "timestamp" not in columns:
-            if TIMESTAMP not in frame.columns:
-                columns["timestamp"] = None
-                changed = True
+        if (
+            isinstance(columns, dict)
+            and "timestamp" not in columns
+            and TIMESTAMP not in frame.columns
+        ):
+            columns["timestamp"] = None
+            changed = True
     return changed
 
 

@@ -325,6 +325,20 @@ def numeric_recommendations_for_string_item_ids(case: Case) -> None:
     case.add_external_model(recommendations_frame())
 
 
+def given_pair_with_string_test_ids(case: Case) -> None:
+    """The log's first four days as data.train, the rest as data.test with string user ids."""
+    log = interactions_frame()
+    cut = FIRST_TS - 60 + 4 * DAY
+    train = write_parquet(log[log.timestamp < cut], case.tmp / "train.parquet")
+    test = log[log.timestamp >= cut].assign(user_id=lambda d: d.user_id.astype(str))
+    test_path = write_parquet(test, case.tmp / "test.parquet")
+    assert case.config is not None
+    data = case.config["data"]
+    source = data.pop("interactions")
+    data["train"], data["test"] = {**source, "path": str(train)}, {**source, "path": str(test_path)}
+    case.config["split"] = {"method": "given"}
+
+
 def missing_config_file(case: Case) -> None:
     case.config, case.config_path = None, case.tmp / "nowhere.yaml"
 
@@ -890,6 +904,50 @@ CASES = [
         "no_relevant_test_interaction",
         sets("relevance.threshold=6.0"),
         ("relevance", "no test interaction is relevant", "lower relevance.threshold"),
+    ),
+    # --- the input door (docs/configuration.md#input-tables) ------------------------------------
+    Bad(
+        "format_without_its_package",
+        sets("data.interactions.format=avro"),
+        ("data.interactions.format", "'avro'", "spark-avro", "spark.jars.packages"),
+    ),
+    Bad(
+        "where_on_an_unknown_column",
+        sets("data.interactions.where=nosuch > 1"),
+        ("data.interactions.where", "nosuch", "write a SQL predicate"),
+    ),
+    Bad(
+        "catalog_table_missing",
+        edits(
+            lambda c: (
+                c["data"]["interactions"].update(table="lake.nope")
+                or [c["data"]["interactions"].pop(key) for key in ("path", "format")]
+            )
+        ),
+        ("data.interactions.table", "'lake.nope'", "no table"),
+    ),
+    Bad(
+        "path_and_table",
+        sets("data.interactions.table=lake.events"),
+        ("data.interactions", "give path or table, not both"),
+        spark=False,
+    ),
+    Bad(
+        "given_split_without_test",
+        sets("split={method: given}"),
+        ("split.method: given needs data.test", "test=df"),
+        spark=False,
+    ),
+    Bad(
+        "train_and_test_without_the_given_split",
+        edits(lambda c: c["data"].update(test=dict(c["data"]["interactions"]))),
+        ("data.train and data.test are read by split.method: given", "global_temporal"),
+        spark=False,
+    ),
+    Bad(
+        "given_pair_with_different_id_types",
+        given_pair_with_string_test_ids,
+        ("data.test.columns.user", "string in data.test", "same id types"),
     ),
 ]
 

@@ -255,12 +255,17 @@ def per_user_metrics(
     ranking: Mapping[object, Sequence[object]],
     relevance: Mapping[object, Mapping[object, float]],
     ks: Iterable[int],
+    *,
+    listed: Iterable[object] = (),
 ) -> pd.DataFrame:
     """Long per-user table (user_id, k, metric, value) over the evaluated users.
 
     Evaluated users are the keys of ``relevance`` (|Rel(u)| >= 1); a user absent from
     ``ranking`` (no recommendation) gets an empty list and so 0 on every metric. Users with
-    recommendations but no relevant item are ignored.
+    recommendations but no relevant item are ignored, unless they are in ``listed``
+    (docs/evaluation.md, ``evaluation.users: listed_or_relevant``: the users with an external
+    model's list are evaluated too): such a user with an empty Rel(u) scores 0 on every
+    metric, whatever the list holds (Spark MLlib returns 0 for an empty label set).
     """
     rows = []
     for user, rel in relevance.items():
@@ -268,6 +273,8 @@ def per_user_metrics(
         for k in ks:
             for metric, value in user_metrics(ranked, rel, k).items():
                 rows.append((user, int(k), metric, float(value)))
+    for user in sorted(set(listed) - set(relevance), key=repr):
+        rows += [(user, int(k), metric, 0.0) for k in ks for metric in METRICS]
     return pd.DataFrame(rows, columns=[USER, "k", "metric", "value"])
 
 
@@ -290,14 +297,18 @@ def evaluate_model(
     truth: pd.DataFrame,
     ks: Sequence[int],
     seen: Mapping[object, set[object]] | None,
+    listed: Iterable[object] = (),
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Rank one model's candidates for the evaluated users and score them.
+    """Rank one model's candidates for the evaluated users and score them. ``listed``: under
+    ``evaluation.users: listed_or_relevant`` the users with an external model's list (in the
+    log), evaluated too (0 where Rel(u) is empty).
 
     Returns (per-user long table, macro averages).
     """
     relevance = relevance_by_user(truth, seen=seen)
-    ranking = top_k(candidates, k=max(ks), seen=seen, users=list(relevance))
-    per_user = per_user_metrics(ranking, relevance, ks)
+    listed = set(listed)
+    ranking = top_k(candidates, k=max(ks), seen=seen, users=set(relevance) | listed)
+    per_user = per_user_metrics(ranking, relevance, ks, listed=listed)
     return per_user, macro_average(per_user)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from receval_spark import extensions, registry
 from receval_spark.config.alert_rules import AlertRule, AlertsExitCode
@@ -16,6 +16,8 @@ from receval_spark.config.common import CutOffs, _Strict
 from receval_spark.config.ranking_data import ItemSegmentsSource, UserSegmentsSource
 
 Segment = Literal["warm", "cold", "activity", "popularity"]
+# which users the accuracy means average over (docs/evaluation.md#relevance-and-evaluated-users)
+UserRule = Literal["relevant", "listed_or_relevant"]
 
 # the allowed values of evaluation.metrics: the registry's accuracy and beyond families
 ACCURACY_METRICS: tuple[str, ...] = registry.names("accuracy")
@@ -241,6 +243,13 @@ class EvaluationConfig(_Strict):
         description="Whose precision, recall, ndcg and map formulas are reported "
         "(docs/evaluation.md#compatibility-profiles-evaluationdefinitions).",
     )
+    users: UserRule | None = Field(
+        default=None,
+        description="Who is evaluated: `relevant` (users with a relevant test item) or "
+        "`listed_or_relevant` (also users with an external model's list, who score 0 on "
+        "accuracy: MLlib's mean); null: `listed_or_relevant` under definitions spark_mllib, "
+        "else `relevant`.",
+    )
     tuning: TuningConfig = Field(
         default_factory=TuningConfig,
         description="The metric hyperparameter grids are tuned by.",
@@ -325,6 +334,27 @@ class EvaluationConfig(_Strict):
         default_factory=DataQualityConfig,
         description="When a data-quality fact adds a warning.",
     )
+
+    @field_validator("users")
+    @classmethod
+    def _users(cls, value: UserRule | None, info: ValidationInfo) -> UserRule | None:
+        """``listed_or_relevant`` is not Microsoft Recommenders' user set: its inner join keeps
+        only users with a list *and* a relevant item, so the profile could not be its number."""
+        if value == "listed_or_relevant" and info.data.get("definitions") == "recommenders":
+            raise ValueError(
+                "listed_or_relevant cannot be combined with definitions: recommenders, which "
+                "averages only users with both a list and a relevant test item (its inner "
+                "join); use users: relevant (or null) with it, or definitions: spark_mllib"
+            )
+        return value
+
+    def user_rule(self) -> UserRule:
+        """The resolved ``users``: as given, else ``listed_or_relevant`` under
+        ``definitions: spark_mllib`` (MLlib averages over every query) and ``relevant``
+        otherwise."""
+        if self.users is not None:
+            return self.users
+        return "listed_or_relevant" if self.definitions == "spark_mllib" else "relevant"
 
     @field_validator("protocol", mode="before")
     @classmethod

@@ -18,7 +18,9 @@ With R_k(u) the top-k list, rel_i = 1 if the item at rank i is in Rel(u), g_i it
 
 Only recommended *relevant* items carry signal, so the work is a join of the top-k lists with
 Rel(u), a window over those hits, and one aggregation by (user, k); P@i at a hit of rank i is
-(number of hits at rank <= i) / i. Users in Rel with no recommendation score 0 everywhere.
+(number of hits at rank <= i) / i. Users in Rel with no recommendation score 0 everywhere;
+an evaluated user with an empty Rel(u) (``evaluation.users: listed_or_relevant``) scores 0 on
+every metric too (:func:`empty_truth_scores`), as Spark MLlib scores an empty label set.
 """
 
 from __future__ import annotations
@@ -142,4 +144,31 @@ def per_user_accuracy(
         (F.coalesce(F.col("dcg"), F.lit(0.0)) / F.col("idcg")).alias("ndcg"),
         (F.coalesce(F.col("reciprocal_sum"), F.lit(0.0)) / n_rel).alias("arhr"),
         F.when(hits > 0, 2 * precision * recall / (precision + recall)).otherwise(0.0).alias("f1"),
+    )
+
+
+def empty_truth_scores(
+    users: DataFrame,
+    truth: DataFrame,
+    *,
+    ks: Sequence[int],
+    lists: DataFrame | None = None,
+) -> DataFrame:
+    """(user_id, *list keys, k, <ACCURACY_METRICS>) of 0.0 for every user of ``users`` without
+    a row in ``truth``: an evaluated user with an empty Rel(u) (``evaluation.users:
+    listed_or_relevant``, docs/evaluation.md#relevance-and-evaluated-users) scores 0 on every
+    accuracy metric whatever their list holds (recall, AP and NDCG would divide by 0; Spark
+    MLlib's ``RankingMetrics`` returns 0 for an empty label set). ``lists``: one row per
+    list-key combination, as for :func:`per_user_accuracy`, whose columns these rows match.
+    """
+    empty = users.select(USER).join(truth.select(USER), on=USER, how="left_anti")
+    if lists is not None:
+        empty = empty.crossJoin(F.broadcast(lists))
+    list_keys = [] if lists is None else lists.columns
+    k_values = F.array(*[F.lit(int(k)) for k in ks])
+    return empty.select(
+        USER,
+        *list_keys,
+        F.explode(k_values).alias("k"),  # int literals, as per_user_accuracy's k
+        *[F.lit(0.0).alias(metric) for metric in ACCURACY_METRICS],
     )

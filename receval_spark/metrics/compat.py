@@ -21,7 +21,10 @@ lab = the set of the user's relevant items, binary. With hit_i = [pred_i \in lab
 Profiles, differing only in the users averaged over:
 
 - ``spark_mllib``: every user of ``truth``; a user without a list has pred = [] and scores 0
-  (the ``RankingEvaluator`` input one builds by left-joining our lists to the truth).
+  (the ``RankingEvaluator`` input one builds by left-joining our lists to the truth). Given
+  ``users`` (``evaluation.users: listed_or_relevant``), every one of them: MLlib averages over
+  every query, and a query with an empty label set scores 0 on all four metrics (MLlib warns
+  "Empty ground truth set" and returns 0), so a user with a list but no relevant item counts 0.
 - ``recommenders`` (``SparkRankingEvaluation`` 1.2.1, ``relevancy_method="top_k"``): pred is
   cut at k, and users come from an *inner* join of users with at least one prediction and users
   of ``rating_true``: users without recommendations (who would score 0) are dropped, which can
@@ -71,7 +74,8 @@ def _average_precision(hits: Column, lab_size: Column, k: Column) -> Column:
         ).otherwise(acc)
 
     indexed = F.transform(hits, lambda hit, i: F.struct(hit.alias("hit"), i.alias("i")))
-    return F.aggregate(indexed, start, step)["sum"] / F.least(lab_size, k)
+    total = F.aggregate(indexed, start, step)["sum"]
+    return F.when(lab_size > 0, total / F.least(lab_size, k)).otherwise(0.0)  # empty lab: 0
 
 
 def _ndcg(pred: Column, lab: Column, k: Column) -> Column:
@@ -88,8 +92,9 @@ def _ndcg(pred: Column, lab: Column, k: Column) -> Column:
             (acc["max_dcg"] + F.when(i < lab_size, gain).otherwise(0.0)).alias("max_dcg"),
         )
 
-    sums = F.aggregate(F.sequence(F.lit(0), n - 1), start, step)  # n >= 1: lab is not empty
-    return sums["dcg"] / sums["max_dcg"]
+    # an empty lab scores 0 (MLlib); otherwise n >= 1 and the sequence is 0..n-1
+    sums = F.aggregate(F.sequence(F.lit(0), F.greatest(n, F.lit(1)) - 1), start, step)
+    return F.when(lab_size > 0, sums["dcg"] / sums["max_dcg"]).otherwise(0.0)
 
 
 def compatible_per_user(
@@ -99,6 +104,7 @@ def compatible_per_user(
     ks: Sequence[int],
     definitions: str,
     lists: DataFrame | None = None,
+    users: DataFrame | None = None,
 ) -> DataFrame:
     """(user_id, *list keys, k, precision, recall, ndcg, map) under a peer's ``definitions``:
     ``spark_mllib`` or ``recommenders`` (formulas and user sets in the module docstring).
@@ -106,7 +112,10 @@ def compatible_per_user(
     Inputs as ``per_user_accuracy``: ``ranked`` (user_id, item_id, rank 1..max(ks), *list keys),
     ``truth`` (user_id, item_id, grade > 0; grades are ignored, relevance is binary), ``lists``
     one row per list-key combination. ``spark_mllib`` scores every truth user for every list
-    (0 without a list); ``recommenders`` keeps a (user, list) only when the list is not empty.
+    (0 without a list), and with ``users`` (user_id) every one of them, a user without a row
+    in ``truth`` scoring 0 (MLlib's empty label set; ``users`` must hold the truth users);
+    ``recommenders`` keeps a (user, list) only when the list is not empty, and has no
+    ``users`` (its inner join keeps only users with a relevant item).
     """
     if definitions not in COMPAT_DEFINITIONS:
         raise ValueError(
@@ -114,23 +123,10 @@ def compatible_per_user(
         )
     if not ks or any(int(k) < 1 for k in ks):
         raise ValueError(f"ks must be positive cut-offs (MLlib requires k > 0); got {list(ks)}")
+    if users is not None and definitions == "recommenders":
+        raise ValueError("recommenders averages only users with a relevant item; no users")
     list_keys = [] if lists is None else lists.columns
-    labels = truth.groupBy(USER).agg(F.array_distinct(F.collect_list(ITEM)).alias("_lab"))
-    predictions = ranked.groupBy(USER, *list_keys).agg(
-        F.sort_array(F.collect_list(F.struct(RANK, ITEM)))[ITEM].alias("_pred")
-    )
-    if lists is not None:
-        labels = labels.crossJoin(F.broadcast(lists))
-    how = "left" if definitions == "spark_mllib" else "inner"
-    users = labels.join(predictions, on=[USER, *list_keys], how=how)
-    k_values = F.array(*[F.lit(int(k)) for k in ks])
-    users = users.select(
-        USER,
-        *list_keys,
-        F.explode(k_values).alias("k"),
-        F.coalesce(F.col("_pred"), F.array()).alias("_pred"),  # pred = [] without a list
-        "_lab",
-    )
+    queries = _queries(ranked, truth, ks=ks, definitions=definitions, lists=lists, users=users)
     k = F.col("k")
     pred = F.col("_pred")
     if definitions == "recommenders":
@@ -138,12 +134,45 @@ def compatible_per_user(
     lab = F.col("_lab")
     hits = _hits(pred, lab, k)
     n_hits = F.size(F.filter(hits, lambda hit: hit)).cast("double")
-    return users.select(
+    return queries.select(
         USER,
         *list_keys,
         k,
         (n_hits / k).alias("precision"),
-        (n_hits / F.size(lab)).alias("recall"),
+        F.when(F.size(lab) > 0, n_hits / F.size(lab)).otherwise(0.0).alias("recall"),
         _ndcg(pred, lab, k).alias("ndcg"),
         _average_precision(hits, F.size(lab), k).alias("map"),
+    )
+
+
+def _queries(
+    ranked: DataFrame,
+    truth: DataFrame,
+    *,
+    ks: Sequence[int],
+    definitions: str,
+    lists: DataFrame | None,
+    users: DataFrame | None,
+) -> DataFrame:
+    """(user_id, *list keys, k, _pred, _lab): the peer's (pred, lab) queries at every k, pred
+    in rank order ([] without a list), lab the set of relevant items ([] for a user of
+    ``users`` without one); the users as :func:`compatible_per_user` says."""
+    list_keys = [] if lists is None else lists.columns
+    labels = truth.groupBy(USER).agg(F.array_distinct(F.collect_list(ITEM)).alias("_lab"))
+    if users is not None:  # an empty label set for the users without a relevant item
+        labels = users.select(USER).join(labels, on=USER, how="left")
+    predictions = ranked.groupBy(USER, *list_keys).agg(
+        F.sort_array(F.collect_list(F.struct(RANK, ITEM)))[ITEM].alias("_pred")
+    )
+    if lists is not None:
+        labels = labels.crossJoin(F.broadcast(lists))
+    how = "left" if definitions == "spark_mllib" else "inner"
+    pairs = labels.join(predictions, on=[USER, *list_keys], how=how)
+    k_values = F.array(*[F.lit(int(k)) for k in ks])
+    return pairs.select(
+        USER,
+        *list_keys,
+        F.explode(k_values).alias("k"),
+        F.coalesce(F.col("_pred"), F.array()).alias("_pred"),  # pred = [] without a list
+        F.coalesce(F.col("_lab"), F.array()).alias("_lab"),  # lab = [] without a relevant item
     )

@@ -11,7 +11,11 @@ from receval_spark.cache import persist
 from receval_spark.columns import USER
 from receval_spark.config import EvaluationConfig
 from receval_spark.metadata_inputs import UNASSIGNED
-from receval_spark.metrics.accuracy import ACCURACY_METRICS, per_user_accuracy
+from receval_spark.metrics.accuracy import (
+    ACCURACY_METRICS,
+    empty_truth_scores,
+    per_user_accuracy,
+)
 from receval_spark.metrics.aggregate import macro_average, to_long
 from receval_spark.metrics.compat import COMPAT_METRICS, compatible_per_user
 from receval_spark.ranking.population import Population
@@ -40,16 +44,24 @@ def accuracy_per_user(
     the segments of ``item_segments``: (item_id, segment) of evaluation.item_segments); the
     ``all`` scope is then broken down by user segment. Under a peer's ``definitions``
     (docs/evaluation.md#compatibility-profiles-evaluationdefinitions) only its precision,
-    recall, ndcg and map, by user segment.
+    recall, ndcg and map, by user segment. Evaluated users with an empty Rel(u) (``users:
+    listed_or_relevant``) score 0 on every metric, in the user segments only: an item
+    segment restricts Rel(u), so they have none there.
     """
     truth, segments = population.truth, population.segments
+    everyone = population.users if population.empty_truth else None
     keys = ["model", "segment", USER, "k"]
     if settings.definitions != "receval":
         compatible = [m for m in COMPAT_METRICS if m in settings.metrics]
         if not compatible:
             return None
         scores = compatible_per_user(
-            ranked, truth, ks=settings.k, definitions=settings.definitions, lists=models
+            ranked,
+            truth,
+            ks=settings.k,
+            definitions=settings.definitions,
+            lists=models,
+            users=everyone,
         )
         return persist(to_long(scores.join(segments, on=USER), metrics=compatible, keys=keys))
     metrics = [m for m in ACCURACY_METRICS if m in settings.metrics]
@@ -64,6 +76,11 @@ def accuracy_per_user(
     scores = per_user_accuracy(
         ranked, scoped_truth(truth, *labellings), ks=settings.k, lists=models, truth_keys=["scope"]
     )
-    by_user = scores.filter(F.col("scope") == "all").drop("scope").join(segments, on=USER)
+    by_user = scores.filter(F.col("scope") == "all").drop("scope")
+    if everyone is not None:
+        by_user = by_user.unionByName(
+            empty_truth_scores(everyone, truth, ks=settings.k, lists=models)
+        )
+    by_user = by_user.join(segments, on=USER)
     by_item = scores.filter(F.col("scope") != "all").withColumnRenamed("scope", "segment")
     return persist(to_long(by_user.unionByName(by_item), metrics=metrics, keys=keys))

@@ -79,26 +79,44 @@ def temporal_leakage_check(split: Split) -> Check:
     )
 
 
-def oracle_check(name: str, rows: Sequence[MetricRow], *, coverage: float | None = None) -> Check:
-    """``oracle_ndcg[name]``: the oracle's NDCG@k is 1 (within 1e-9) at every k over all users.
-    A failure names the cause it can see: the oracle without lists for some evaluated users
-    (``coverage``, its share of them with a list)."""
+def oracle_check(
+    name: str,
+    rows: Sequence[MetricRow],
+    *,
+    coverage: float | None = None,
+    empty_truth: int = 0,
+) -> Check:
+    """``oracle_ndcg[name]``: the oracle's NDCG@k is 1 (within 1e-9) at every k over the users
+    with a relevant test item. ``empty_truth`` of the evaluated users have an empty Rel(u)
+    (``evaluation.users: listed_or_relevant``): they score 0 for every model, the oracle
+    included, so a row's mean over its n users is read as the mean over the others,
+    value · n / (n - empty_truth) (a 0 adds nothing to the sum). A failure names the cause it
+    can see: the oracle without lists for some of those users (``coverage``, its share of the
+    evaluated users with a list)."""
     ndcg = [r for r in rows if r.model == name and r.segment == "all" and r.metric == "ndcg"]
-    bad = [r for r in ndcg if abs((r.value or 0.0) - 1.0) > ORACLE_TOLERANCE]
-    detail = "; ".join(f"NDCG@{r.k} = {r.value:.6f}" for r in bad) or "NDCG@k = 1 at every k"
-    if bad and coverage is not None and coverage < 1.0:
+    if not ndcg:
+        detail = "no NDCG rows for the oracle (add ndcg to evaluation.metrics)"
+        return Check(f"oracle_ndcg[{name}]", False, detail)
+    n_users = max(r.n_users for r in ndcg)
+    relevant = max(n_users - empty_truth, 1)
+    values = [(r.k, (r.value or 0.0) * r.n_users / relevant) for r in ndcg]
+    bad = [(k, v) for k, v in values if abs(v - 1.0) > ORACLE_TOLERANCE]
+    detail = "; ".join(f"NDCG@{k} = {v:.6f}" for k, v in bad) or "NDCG@k = 1 at every k"
+    if empty_truth:
         detail += (
-            f": the oracle has lists for {coverage:.2%} of the evaluated users only (the others "
-            "score 0)"
+            f" over the {relevant} users with Rel(u) ({empty_truth} evaluated users have none)"
+        )
+    share = None if coverage is None else coverage * n_users / relevant  # of the users with Rel(u)
+    if bad and share is not None and share < 1.0 - ORACLE_TOLERANCE:
+        detail += (
+            f": the oracle has lists for {share:.2%} of the evaluated users with Rel(u) only "
+            "(the others score 0)"
         )
     elif bad:
         detail += (
             ": its lists are each user's relevant items, so some step between Rel(u) and the "
             "lists lost or reordered items (please report it with the run record)"
         )
-    if not ndcg:
-        detail = "no NDCG rows for the oracle (add ndcg to evaluation.metrics)"
-        return Check(f"oracle_ndcg[{name}]", False, detail)
     return Check(f"oracle_ndcg[{name}]", not bad, detail)
 
 
@@ -309,8 +327,10 @@ def run_checks(
     """Every check that applies to this configuration. ``accuracy``: the per-user accuracy
     table (None without accuracy metrics); ``evaluated``: (user_id, segment) of the evaluated
     users; ``coverage``: :func:`list_coverage`."""
+    # users: listed_or_relevant evaluates users with an empty Rel(u) too (the oracle: 0)
+    empty = next((f.count for f in facts if f.fact == "empty_truth_users"), 0)
     checks = [
-        oracle_check(m.name, rows, coverage=coverage.get(m.name))
+        oracle_check(m.name, rows, coverage=coverage.get(m.name), empty_truth=empty)
         for m in config.models
         if m.kind == "oracle"
     ]

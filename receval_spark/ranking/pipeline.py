@@ -87,8 +87,9 @@ class Inputs:
 class RunFacts:
     """What a ranking run records in ``runs.split`` (docs/datasets.md), as its steps found it:
     the split's parameters (method, resolved cut-offs) and part counts, whether seen items
-    are filtered, the custom metrics' descriptions; then, where the run has them, the rating
-    task's counts, the activity quartiles, the users each model's fallback served, the catalogue
+    are filtered, the custom metrics' descriptions, the evaluated users' rule (the resolved
+    ``evaluation.users``; ranking task only); then, where the run has them, the rating task's
+    counts, the activity quartiles, the users each model's fallback served, the catalogue
     of the beyond-accuracy metrics (source and size, docs/evaluation.md#catalogue), the item
     metadata counts, the ALS blocks of the item embeddings, where the item vectors came from,
     each model's list coverage and the data-quality facts (None: not part of this run)."""
@@ -97,6 +98,7 @@ class RunFacts:
     parts: Mapping[str, PartCounts]
     filter_seen: bool
     custom_metrics: list[dict[str, object]]
+    evaluated_users: str = "relevant"
     rating_prediction: RatingCounts | None = None
     activity: ActivityQuartiles | None = None
     fallback_users: Mapping[str, int] | None = None
@@ -112,7 +114,13 @@ class RunFacts:
         """The split step's facts: raises InputError when train or test is empty
         (:func:`~receval_spark.ranking.split.describe_split`)."""
         custom = describe_custom_metrics(settings.custom_metrics)
-        return cls(split.params, describe_split(split), settings.filter_seen, custom)
+        return cls(
+            split.params,
+            describe_split(split),
+            settings.filter_seen,
+            custom,
+            evaluated_users=settings.user_rule(),
+        )
 
     def with_ranking(
         self, population: Population, lists: ModelLists, beyond: BeyondAccuracy, checked: Checked
@@ -137,6 +145,8 @@ class RunFacts:
             **{name: counts.record() for name, counts in self.parts.items()},
             "filter_seen": self.filter_seen,
         }
+        if self.rating_prediction is None:  # the ranking task's users
+            record["evaluated_users"] = self.evaluated_users
         if self.custom_metrics:
             record["custom_metrics"] = self.custom_metrics
         if self.rating_prediction is not None:
@@ -174,7 +184,9 @@ def evaluate_ranking(
     head = RunFacts.of_split(split, settings)
     if config.task == "rating_prediction":
         return _rating_prediction(config, split, head, clock, inputs.recommendations)
-    population = evaluated_population(split, config.relevance, settings, named=inputs.user_segments)
+    population = evaluated_population(
+        split, config.relevance, settings, named=inputs.user_segments, listed=inputs.recommendations
+    )
     clock.note(users=population.n_users)
     clock.start("tune")
     chosen, tuning = choose_models(config.models, split, config.relevance, settings)

@@ -105,14 +105,9 @@ def beyond_accuracy(
     The serendipity baseline is the lists of the popularity model among ``models`` (the
     configured ones), else the popularity ranks of the relevant recommended items;
     ``history_rows``: train (+ validation) rows, which size the ALS item embeddings;
-    ``catalogue``: (item_id) of the configured catalogue read from ``catalogue_source``
-    (``data.catalogue`` or ``data.items``), None: the train items."""
+    ``catalogue``: (item_id) of ``catalogue_source`` (data.catalogue or data.items), or None."""
     universe = catalogue_of(population, catalogue, source=catalogue_source)
-    described = None
-    if items.items is not None and items.source is not None:
-        mapped = items.source.columns.embedding is not None
-        members = catalogue_members(universe.items)
-        described = describe_items(items.items, members, embeddings=mapped)
+    described = _described(items, universe.items)
     categories, warnings = category_table(items, described, wanted=settings.metrics)
     vectors = item_vectors(
         settings.embeddings,
@@ -137,7 +132,7 @@ def beyond_accuracy(
     )
     segmented = ranked.join(population.segments, on=USER)
     rows, per_user, exposure = _beyond_rows(ranked, segmented, population, inputs, settings)
-    members = catalogue_members(universe.items)
+    members = catalogue_members(universe.items)  # the group custom metrics' catalogue: I
     rows += custom_group_rows(segmented, members, settings=settings, items=items)
     everyone = exposure.filter(F.col("segment") == "all").drop("segment")
     outside = catalogue_slots(everyone, k=max(settings.k)) if universe.configured else None
@@ -152,6 +147,15 @@ def beyond_accuracy(
         catalogue=universe.record,
         outside=outside,
     )
+
+
+def _described(items: ItemTables, table: DataFrame) -> dict[str, int] | None:
+    """:func:`describe_items` of data.items over the catalogue I of the item table ``table``
+    (None without data.items)."""
+    if items.items is None or items.source is None:
+        return None
+    mapped = items.source.columns.embedding is not None
+    return describe_items(items.items, catalogue_members(table), embeddings=mapped)
 
 
 def catalogue_of(

@@ -375,7 +375,7 @@ def _rating_prediction(
     """The ``rating_prediction`` task (docs/evaluation.md#rating-prediction-task-rating_prediction):
     MAE, MSE and RMSE of every model's predicted ratings (external ones: their given
     predictions), the paired comparisons of MAE and MSE with the baseline; no ranking metric."""
-    pairs = rated_pairs(split)
+    pairs = rated_pairs(split, without_train=head.parts["train"].rows == 0)
     clock.note(scored_ratings=pairs.counts.scored_ratings)
     clock.start("tune")
     models, _ = choose_models(config.models, split, config.relevance, config.evaluation)

@@ -70,14 +70,17 @@ class RatedPairs:
     counts: RatingCounts
 
 
-def rated_pairs(split: Split) -> RatedPairs:
-    """The test ratings whose user and item have train ratings; raises InputError when there
-    are none."""
+def rated_pairs(split: Split, *, without_train: bool = False) -> RatedPairs:
+    """The test ratings whose user and item have train ratings — or, ``without_train`` (a
+    given test set without train rows: only external models predict), every test rating;
+    raises InputError when there are none."""
     history = persist(split.history)
     rated = history.filter(F.col(RATING).isNotNull())
     test = split.test.filter(F.col(RATING).isNotNull())
     known = persist(
-        test.join(rated.select(USER).distinct(), on=USER, how="left_semi").join(
+        test
+        if without_train
+        else test.join(rated.select(USER).distinct(), on=USER, how="left_semi").join(
             rated.select(ITEM).distinct(), on=ITEM, how="left_semi"
         )
     )

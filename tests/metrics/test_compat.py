@@ -101,6 +101,22 @@ def test_profiles_per_list_key_a_model_without_a_list_for_a_user(spark):
     assert_per_user(recommenders, spark, found, schema)
 
 
+def test_spark_mllib_with_users_scores_an_empty_label_set_0(spark):
+    """``users`` (evaluation.users: listed_or_relevant): user 4 has a list and nothing relevant,
+    user 5 neither; both are queries with an empty label set, which MLlib scores 0 on all four
+    metrics (recall, AP and NDCG would otherwise divide by |lab| = 0)."""
+    ranked = spark.createDataFrame(WORKED_RANKED, RANKED)
+    truth = spark.createDataFrame(WORKED_TRUTH, TRUTH)
+    users = spark.createDataFrame([(u,) for u in range(1, 6)], "user_id int")
+
+    per_user = compatible_per_user(ranked, truth, ks=[1, 3], definitions="spark_mllib", users=users)
+
+    zeros = [(u, k, 0.0, 0.0, 0.0, 0.0) for u in (3, 4, 5) for k in (1, 3)]
+    assert_per_user(per_user, spark, [*WORKED_EXPECTED, *zeros])
+    with pytest.raises(ValueError, match="recommenders averages only users with a relevant item"):
+        compatible_per_user(ranked, truth, ks=[1], definitions="recommenders", users=users)
+
+
 def test_unknown_definitions_and_non_positive_k_are_rejected(spark):
     ranked = spark.createDataFrame(WORKED_RANKED, RANKED)
     truth = spark.createDataFrame(WORKED_TRUTH, TRUTH)

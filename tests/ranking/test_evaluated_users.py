@@ -110,6 +110,7 @@ EXT_LISTS = {
     9: [(90, 0.9), (300, 0.8)],
     999: [(101, 0.9)],
 }
+LISTS = {1: [101, 55], 2: [300, 102], 7: [107, 300], 8: [108, 300], 9: [300]}  # seen filtered
 NDCG_2 = 1 / log2(3)
 # sums over users 1 and 2 of each metric at k = 2
 SUMS = {
@@ -182,6 +183,14 @@ def test_listed_users_without_relevant_items_score_zero_in_the_means(
     outcome = evaluate(spark, raw).outcome
 
     assert_means(values(outcome, "ext"), metrics, 9)
+    # the reference (tests/reference.py, from the docs) agrees: users 7, 8, 9 listed, k = 2
+    relevance = {u: {100 + u: 1.0} for u in range(1, 7)}
+    macro = ref.macro_average(ref.per_user_metrics(LISTS, relevance, [2], listed=[7, 8, 9]))
+    assert set(macro["n_users"]) == {9}
+    expected = dict(zip(macro["metric"], macro["value"], strict=True))
+    assert {m: SUMS[m] / 9 for m in metrics} == pytest.approx(
+        {m: expected[m] for m in metrics}, abs=TOL
+    )
     # segments: warm 1, 2, 3, 4, 7, 9 (6 users); cold 5, 6, 8 (3 users, none with a hit)
     assert_means(values(outcome, "ext", "warm"), metrics, 6)
     assert values(outcome, "ext", "cold") == {m: (0.0, 3) for m in metrics}
@@ -220,9 +229,8 @@ def test_users_relevant_keeps_todays_numbers_under_spark_mllib(spark, tmp_path):
 def test_ranking_metrics_agrees_with_the_hand_worked_means(spark):
     from pyspark.mllib.evaluation import RankingMetrics  # RDD-based: the reference, tests only
 
-    lists = {1: [101, 55], 2: [300, 102], 7: [107, 300], 8: [108, 300], 9: [300]}
     labels = {u: [100 + u] for u in range(1, 7)}
-    queries = [(lists.get(u, []), labels.get(u, [])) for u in range(1, 10)]
+    queries = [(LISTS.get(u, []), labels.get(u, [])) for u in range(1, 10)]
     queries.sort(key=lambda query: not (query[0] and query[1]))  # schema from a full one
     metrics = RankingMetrics(spark.sparkContext.parallelize(queries, 2))
 

@@ -15,9 +15,11 @@ import math
 
 import pandas as pd
 import pytest
+import yaml
 from helpers import DAY, T0, crafted_job_config
 
 from receval_spark.api import evaluate
+from receval_spark.config_files import read_config_file
 from receval_spark.metrics.lists import item_statistics
 from receval_spark.ranking.beyond_stage import describe_catalogue
 from receval_spark.report.run_record import split_settings
@@ -90,6 +92,27 @@ def test_a_catalogue_given_to_the_api_is_the_item_universe(spark, tmp_path):
     assert split_settings(outcome.split)["catalogue"] == (
         "data.catalogue: 4 items (2 without a train interaction; 2 train items outside it)"
     )
+
+
+def test_a_catalogue_file_set_on_the_command_line(spark, tmp_path):
+    # the same I = {1, 2, 5, 6} from a CSV whose item column is sku; item 3 is inactive
+    pd.DataFrame({"sku": [1, 2, 5, 6, 3], "active": [1, 1, 1, 1, 0]}).to_csv(
+        tmp_path / "catalogue.csv", index=False
+    )
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(job(tmp_path)), encoding="utf-8")
+    overrides = [
+        f"data.catalogue.path={tmp_path / 'catalogue.csv'}",
+        "data.catalogue.format=csv",
+        "data.catalogue.columns.item=sku",
+        "data.catalogue.where=active = 1",
+    ]
+
+    outcome = evaluate(spark, read_config_file(tmp_path / "job.yaml", overrides)).outcome
+
+    assert values(outcome)["coverage"] == 1 / 2
+    assert outside_fact(outcome) == (5, 8)
+    assert outcome.split["catalogue"]["source"] == "data.catalogue"
+    assert outcome.split["catalogue"]["items"] == 4
 
 
 def test_data_items_marked_as_the_catalogue(spark, tmp_path):

@@ -106,9 +106,11 @@ def beyond_accuracy(
     configured ones), else the popularity ranks of the relevant recommended items;
     ``history_rows``: train (+ validation) rows, which size the ALS item embeddings;
     ``catalogue``: (item_id) of ``catalogue_source`` (data.catalogue or data.items), or None."""
+    settings, untrained = _without_train(settings, history_rows)
     universe = catalogue_of(population, catalogue, source=catalogue_source)
     described = _described(items, universe.items)
     categories, warnings = category_table(items, described, wanted=settings.metrics)
+    warnings = untrained + warnings
     vectors = item_vectors(
         settings.embeddings,
         needed=needs_vectors(settings),
@@ -117,7 +119,8 @@ def beyond_accuracy(
         history_rows=history_rows,
     )
     if vectors.units is None and "ild_embedding" in settings.metrics:
-        warnings.append("ild_embedding skipped: evaluation.embeddings.source is none")
+        why = "there are no train rows to fit" if vectors.source == "als" else "is none"
+        warnings.append(f"ild_embedding skipped: evaluation.embeddings.source {why}")
     popularity = next((m.name for m in models if isinstance(m, PopularityModel)), None)
     expected = serendipity_expected(
         ranked, population, settings=settings, units=vectors.units, model=popularity
@@ -147,6 +150,24 @@ def beyond_accuracy(
         catalogue=universe.record,
         outside=outside,
     )
+
+
+TRAIN_POPULARITY = ("novelty", "popularity_bias")  # defined by the train users of each item
+
+
+def _without_train(
+    settings: EvaluationConfig, history_rows: int
+) -> tuple[EvaluationConfig, list[str]]:
+    """The settings without the metrics defined by train popularity when there are no train
+    rows (a given test set alone), with a warning for each one skipped."""
+    dropped = [m for m in settings.metrics if m in TRAIN_POPULARITY] if not history_rows else []
+    if not dropped:
+        return settings, []
+    kept = [m for m in settings.metrics if m not in dropped]
+    warnings = [
+        f"{m} skipped: there are no train rows, whose popularity defines it" for m in dropped
+    ]
+    return settings.model_copy(update={"metrics": kept}), warnings
 
 
 def _described(items: ItemTables, table: DataFrame) -> dict[str, int] | None:
@@ -314,7 +335,7 @@ def item_vectors(
         assert items.items is not None  # config: source items needs data.items.columns.embedding
         vectors = items.items.select(ITEM, "embedding")
         return ItemVectors(persist(unit_vectors(vectors)), source, None)
-    if needed and source == "als":
+    if needed and source == "als" and history_rows > 0:  # a given split may have no train
         params = embeddings.als_params(history_rows)
         factors = als_item_embeddings(history, params=params)
         return ItemVectors(persist(unit_vectors(factors)), source, params.blocks)

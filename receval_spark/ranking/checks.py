@@ -149,15 +149,23 @@ def heldout_check(facts: Sequence[Fact]) -> Check:
     """``heldout_not_in_train``: under the seen filter a relevant test (user, item) pair that
     occurs in train leaves Rel(u) (docs/evaluation.md#seen-items), so no held-out positive is
     a train pair by construction; the check records how many were removed and how many users
-    lost all of theirs (a count, never a failure)."""
+    lost all of theirs (a count, never a failure): they are not evaluated, unless
+    ``evaluation.users: listed_or_relevant`` (an ``empty_truth_users`` fact) evaluates those
+    with an external model's list, with an empty Rel(u)."""
     removed = next(f for f in facts if f.fact == "reconsumed_pairs")
     lost = next(f for f in facts if f.fact == "users_all_relevant_seen")
+    listing = any(f.fact == "empty_truth_users" for f in facts)
+    fate = (
+        "are evaluated only where an external model lists them (empty Rel(u), scoring 0)"
+        if listing
+        else "are not evaluated"
+    )
     return Check(
         "heldout_not_in_train",
         True,
         f"{removed.count} of {removed.total} relevant test (user, item) pairs also occur in "
         f"train and left Rel(u) (seen items are filtered); {lost.count} users lost all their "
-        "relevant items and are not evaluated"
+        f"relevant items and {fate}"
         if removed.count
         else "no relevant test pair occurs in train",
     )

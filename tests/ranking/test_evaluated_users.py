@@ -29,7 +29,8 @@ from receval_spark.config import validate_config
 from receval_spark.config_files import read_config_file
 from receval_spark.errors import ConfigError
 from receval_spark.metrics.compat import COMPAT_METRICS
-from receval_spark.ranking.checks import oracle_check
+from receval_spark.quality import Fact
+from receval_spark.ranking.checks import heldout_check, oracle_check
 from receval_spark.results import MetricRow
 
 TOL = 1e-9
@@ -179,6 +180,8 @@ def test_listed_users_without_relevant_items_score_zero_in_the_means(
     )
     if definitions == "spark_mllib":
         del raw["evaluation"]["users"]  # its default
+    else:  # the sampled protocol evaluates the same users
+        raw["evaluation"]["protocol"] = ["full", "sampled_3"]
 
     outcome = evaluate(spark, raw).outcome
 
@@ -201,6 +204,8 @@ def test_listed_users_without_relevant_items_score_zero_in_the_means(
     assert values(outcome, "oracle")["ndcg"][0] == pytest.approx(6 / 9, abs=TOL)
     checks = {c.name: c for c in outcome.checks}
     assert all(c.passed for c in outcome.checks), outcome.checks
+    sampled = [r for r in outcome.metrics if r.protocol == "sampled_3" and r.segment == "all"]
+    assert {r.n_users for r in sampled} == ({9} if definitions == "receval" else set())
     assert checks["oracle_ndcg[oracle]"].detail == (
         "NDCG@k = 1 at every k over the 6 users with Rel(u) (3 evaluated users have none)"
     )
@@ -253,6 +258,22 @@ def test_oracle_check_reads_the_mean_over_users_with_relevant_items():
     assert failed.detail == (
         "NDCG@2 = 0.833333 over the 6 users with Rel(u) (3 evaluated users have none): the "
         "oracle has lists for 83.33% of the evaluated users with Rel(u) only (the others score 0)"
+    )
+
+
+def test_heldout_check_says_listed_users_who_lost_every_relevant_item_are_evaluated():
+    facts = [
+        Fact("reconsumed_pairs", 2, 7, "relevant test pairs"),
+        Fact("users_all_relevant_seen", 1, 6, "users with Rel(u)"),
+    ]
+    listing = [*facts, Fact("empty_truth_users", 1, 6, "evaluated users")]
+
+    assert heldout_check(facts).detail.endswith(
+        "1 users lost all their relevant items and are not evaluated"
+    )
+    assert heldout_check(listing).detail.endswith(
+        "1 users lost all their relevant items and are evaluated only where an external model "
+        "lists them (empty Rel(u), scoring 0)"
     )
 
 

@@ -153,11 +153,11 @@ def hand_worked_config(tmp_path, **evaluation):
 
 
 def values(outcome, model, segment="all"):
-    """metric -> (value, n_users) of a model at k = 2."""
+    """metric -> (value, n_users) of a model at k = 2 (protocol full)."""
     return {
         r.metric: (r.value, r.n_users)
         for r in outcome.metrics
-        if r.model == model and r.segment == segment and r.k == 2
+        if r.model == model and r.segment == segment and r.k == 2 and r.protocol == "full"
     }
 
 

@@ -8,7 +8,8 @@ lists or predicted ratings, no timestamps, no train, no cut-off (docs/evaluation
 - Spark MLlib, the ``RankingMetrics`` example of its documentation: three queries, the third
   with an empty ground truth; precisionAt(1) = 1/3, precisionAt(5) = 0.26666,
   meanAveragePrecision = 0.355026, ndcgAt(3) = 1/3, ndcgAt(10) = 0.48791 (under
-  ``definitions: spark_mllib``, which averages over every query as MLlib does).
+  ``definitions: spark_mllib``, which averages over every query as MLlib does; the third
+  query's user is in the train set, as a user without test interactions is).
 """
 
 from __future__ import annotations
@@ -124,7 +125,10 @@ def test_spark_mllib_documentation_case(spark) -> None:
             {"name": "peer", "kind": "external", "columns": {"score": None, "rank": "rank"}}
         ],
     }
-    result = evaluate(spark, config, test=test, recommendations={"peer": lists})
+    # the third query's user has history but no test interaction (where an empty ground truth
+    # comes from): evaluation.users listed_or_relevant counts the log's users with a list
+    train = spark.createDataFrame([(3, 99)], "user_id int, item_id int")
+    result = evaluate(spark, config, train=train, test=test, recommendations={"peer": lists})
     values = {(r.metric, r.k): r.value for r in result.metrics.filter("segment = 'all'").collect()}
     assert _exact(values["precision", 1]) == Fraction(1, 3)
     assert values["precision", 5] == pytest.approx(0.26666, abs=PEER_TOLERANCE)

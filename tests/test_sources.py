@@ -43,6 +43,21 @@ def _cli(raw: dict, tmp: Path, spark, *args: str) -> int:
         return main(["evaluate", "--config", str(path), *args])
 
 
+def _with_external_model(spark, tmp: Path, log: pd.DataFrame) -> tuple[dict, pd.DataFrame, dict]:
+    """The crafted job on ``log`` with popularity and an external model ``ext`` read from a
+    Parquet file, its config, the model's lists and the metrics of its run from files."""
+    raw = crafted_job_config(tmp, log, POPULARITY)
+    recs = pd.DataFrame(
+        [(u, 100 + u, 1.0) for u in range(1, 7)] + [(u, 11, 0.5) for u in range(1, 7)],
+        columns=["user_id", "item_id", "score"],
+    )
+    recs_path = tmp / "recs.parquet"
+    recs.to_parquet(recs_path, index=False)
+    raw["models"] = [*POPULARITY, {"name": "ext", "kind": "external", "path": str(recs_path)}]
+    assert _cli(raw, tmp, spark) == 0
+    return raw, recs, _values(spark, tmp / "reports")
+
+
 def _json_lines_gz(log: pd.DataFrame, folder: Path, parts: int = 2) -> Path:
     """The log as ``parts`` gzipped JSON-lines files in ``folder``."""
     folder.mkdir()
@@ -111,16 +126,7 @@ def test_a_catalog_table_is_an_input(spark, tmp_path) -> None:
     """A table of the session's catalog (here its in-memory one; the Hive metastore below) as
     interactions and as an external model, with ``where`` on the table."""
     log = crafted_log(reconsumed=False)
-    raw = crafted_job_config(tmp_path, log, POPULARITY)
-    recs = pd.DataFrame(
-        [(u, 100 + u, 1.0) for u in range(1, 7)] + [(u, 11, 0.5) for u in range(1, 7)],
-        columns=["user_id", "item_id", "score"],
-    )
-    recs_path = tmp_path / "recs.parquet"
-    recs.to_parquet(recs_path, index=False)
-    raw["models"] = [*POPULARITY, {"name": "ext", "kind": "external", "path": str(recs_path)}]
-    assert _cli(raw, tmp_path, spark) == 0
-    expected = _values(spark, tmp_path / "reports")
+    raw, recs, expected = _with_external_model(spark, tmp_path, log)
     try:
         spark.createDataFrame(log).write.saveAsTable("receval_test_events")
         spark.createDataFrame(recs).write.saveAsTable("receval_test_recs")
@@ -227,16 +233,7 @@ def test_the_nightly_cli_reads_hive_metastore_tables(spark, tmp_path) -> None:
     from test_catalog import metastore_conf
 
     log = crafted_log(reconsumed=False)
-    raw = crafted_job_config(tmp_path, log[log.user_id <= 4], POPULARITY)
-    recs = pd.DataFrame(
-        [(u, 100 + u, 1.0) for u in range(1, 7)] + [(u, 11, 0.5) for u in range(1, 7)],
-        columns=["user_id", "item_id", "score"],
-    )
-    recs_path = tmp_path / "recs.parquet"
-    recs.to_parquet(recs_path, index=False)
-    raw["models"] = [*POPULARITY, {"name": "ext", "kind": "external", "path": str(recs_path)}]
-    assert _cli(raw, tmp_path, spark) == 0
-    expected = _values(spark, tmp_path / "reports")
+    raw, _, expected = _with_external_model(spark, tmp_path, log[log.user_id <= 4])
 
     night = tmp_path / "night"
     night.mkdir()

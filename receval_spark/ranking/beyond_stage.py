@@ -36,7 +36,6 @@ from receval_spark.ranking.custom_stage import ItemTables, custom_group_rows
 from receval_spark.ranking.models.als import als_item_embeddings
 from receval_spark.ranking.models.popularity import popularity_ranks
 from receval_spark.ranking.population import Population
-from receval_spark.ranking.quality import catalogue_slots
 from receval_spark.results import MetricRow, metric_row
 
 
@@ -74,9 +73,7 @@ class BeyondAccuracy:
     """The beyond-accuracy step's macro and group rows, per-user rows, long-tail table and
     warnings (metrics it had to skip, the catalogue's); for the run record, the item metadata
     counts (:func:`describe_items`, None without data.items), the source of the item vectors,
-    the ALS blocks of fitted ones, the catalogue (:func:`describe_catalogue`) and, with a
-    configured catalogue, per model the (outside, all) list slots up to the largest k whose
-    item is outside it (``catalogue_slots``; None: the catalogue is the train items)."""
+    the ALS blocks of fitted ones and the catalogue (:func:`describe_catalogue`)."""
 
     rows: list[MetricRow]
     per_user: DataFrame | None
@@ -86,7 +83,6 @@ class BeyondAccuracy:
     embeddings: str
     embedding_blocks: int | None
     catalogue: dict[str, object]
-    outside: dict[str, tuple[int, int]] | None
 
 
 def beyond_accuracy(
@@ -138,7 +134,6 @@ def beyond_accuracy(
     members = catalogue_members(universe.items)  # the group custom metrics' catalogue: I
     rows += custom_group_rows(segmented, members, settings=settings, items=items)
     everyone = exposure.filter(F.col("segment") == "all").drop("segment")
-    outside = catalogue_slots(everyone, k=max(settings.k)) if universe.configured else None
     return BeyondAccuracy(
         rows=rows,
         per_user=per_user,
@@ -148,7 +143,6 @@ def beyond_accuracy(
         embeddings=vectors.source,
         embedding_blocks=vectors.blocks,
         catalogue=universe.record,
-        outside=outside,
     )
 
 

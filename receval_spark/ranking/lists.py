@@ -87,17 +87,21 @@ def rank_models(
 
 
 def model_lists(
-    scorers: Mapping[str, Scorer], population: Population, *, ks: Sequence[int]
+    scorers: Mapping[str, Scorer],
+    population: Population,
+    *,
+    ks: Sequence[int],
+    catalogue: DataFrame | None = None,
 ) -> ModelLists:
     """Every model's top-k lists (k = max ``ks``) for the evaluated users, materialised (every
-    later stage reads them), the lists' data-quality facts at every k, and how many users each
-    model's fallback served. The lists are ranked to k + 1 so that a score tie across the k-th
-    place can be seen; rows past k are left out of them."""
+    later stage reads them), the lists' data-quality facts at every k (``outside_catalogue``
+    against ``catalogue``, the configured item ids, or else the train items), and how many
+    users each model's fallback served. The lists are ranked to k + 1 so that a score tie
+    across the k-th place can be seen; rows past k are left out of them."""
     k = max(ks)
     deeper = persist(rank_models(scorers, population.users, k=k + 1, seen=population.seen))
-    facts = list_facts(
-        deeper, population.catalogue, models=list(scorers), ks=ks, n_users=population.n_users
-    )
+    universe = population.catalogue if catalogue is None else catalogue
+    facts = list_facts(deeper, universe, models=list(scorers), ks=ks, n_users=population.n_users)
     served = {name: fallback_users(s, population.users) for name, s in scorers.items()}
     counts = {name: f.count() for name, f in served.items() if f is not None}
     spark = deeper.sparkSession

@@ -41,7 +41,7 @@ from receval_spark.ranking.lists import ModelLists, fit_scorers, model_lists
 from receval_spark.ranking.models import Scorer
 from receval_spark.ranking.offpolicy_stage import off_policy_of_models
 from receval_spark.ranking.population import ActivityQuartiles, Population, evaluated_population
-from receval_spark.ranking.quality import log_facts, with_outside_counts
+from receval_spark.ranking.quality import log_facts
 from receval_spark.ranking.rating_task import (
     RATING_TASK_WARNING,
     RatingCounts,
@@ -193,24 +193,13 @@ def evaluate_ranking(
     clock.start("top_k")
     # candidates for one place past the largest k: a tie across the k-th place can be seen
     scorers = fit_scorers(chosen, population, inputs.recommendations, k=max(ks) + 1)
-    lists = model_lists(scorers, population, ks=ks)
+    lists = model_lists(scorers, population, ks=ks, catalogue=inputs.catalogue)
     clock.start("accuracy")
     pairs = pair_attributes(config.models, inputs.recommendations)
     items = ItemTables(inputs.items, config.data.items, pairs)
     accuracy = _accuracy_metrics(lists, scorers, population, inputs, settings=settings, items=items)
     clock.start("beyond")
-    beyond = beyond_accuracy(
-        lists.ranked,
-        population,
-        settings,
-        items,
-        models=config.models,
-        history_rows=history_row_count(head.parts),
-        catalogue=inputs.catalogue,
-        catalogue_source=config.data.catalogue_key,
-    )
-    # outside_catalogue counted against a configured catalogue (docs/evaluation.md#catalogue)
-    lists = dataclasses.replace(lists, facts=with_outside_counts(lists.facts, beyond.outside))
+    beyond = _beyond(config, lists, population, inputs, items, head)
     rows = [*accuracy.rows, *beyond.rows]
     per_user = union_all([f for f in (accuracy.per_user, beyond.per_user) if f is not None])
     clock.start("statistics")
@@ -233,6 +222,28 @@ def evaluate_ranking(
         off_policy=off_policy,
         stage_seconds=clock.seconds,
         tuning=tuning,
+    )
+
+
+def _beyond(
+    config: JobConfig,
+    lists: ModelLists,
+    population: Population,
+    inputs: Inputs,
+    items: ItemTables,
+    head: RunFacts,
+) -> BeyondAccuracy:
+    """The beyond-accuracy step over the lists, with the run's catalogue (data.catalogue or
+    data.items marked as it, else the train items; docs/evaluation.md#catalogue)."""
+    return beyond_accuracy(
+        lists.ranked,
+        population,
+        config.evaluation,
+        items,
+        models=config.models,
+        history_rows=history_row_count(head.parts),
+        catalogue=inputs.catalogue,
+        catalogue_source=config.data.catalogue_key,
     )
 
 

@@ -12,15 +12,13 @@ rows (a few numbers per model and k), never rows that grow with users or items.
   and the cold share of the evaluated users;
 - the lists, per model and k: users whose k-th and (k+1)-th candidates tie in score (the item
   id decides the cut), users with fewer than k candidates after the seen filter, and list slots
-  whose item is outside the catalogue I (the train items; a configured catalogue's count is
-  read off the item exposure of the beyond-accuracy step, :func:`catalogue_slots`, and
-  replaces it, :func:`with_outside_counts`; docs/evaluation.md#catalogue).
+  whose item is outside the catalogue I (a configured catalogue, else the train items;
+  docs/evaluation.md#catalogue).
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Row
@@ -164,37 +162,3 @@ def _model_facts(model: str, row: Row | None, ks: Sequence[int], n_users: int) -
 def _count(condition: Column) -> Column:
     """The number of rows where ``condition`` holds."""
     return F.count(F.when(condition, 1))
-
-
-def catalogue_slots(exposure: DataFrame, *, k: int) -> dict[str, tuple[int, int]]:
-    """Per model, (list slots whose item is outside the catalogue I, all list slots) of the
-    lists R_k(u), read off their item exposure (model, k, item_id, in_catalogue, f, ...; one
-    row per recommended item, f = the lists holding it, each list holding an item once):
-    the sums of f. One Spark job; one row per model reaches the driver."""
-    slots = (
-        exposure.filter(F.col("k") == k)
-        .groupBy("model")
-        .agg(
-            F.sum(F.when(~F.col("in_catalogue"), F.col("f")).otherwise(0)).alias("_out"),
-            F.sum("f").alias("_slots"),
-        )
-    )
-    return {r["model"]: (int(r["_out"]), int(r["_slots"])) for r in slots.collect()}
-
-
-def with_outside_counts(
-    facts: Sequence[Fact], outside: Mapping[str, tuple[int, int]] | None
-) -> list[Fact]:
-    """The list ``facts`` with each model's ``outside_catalogue`` counted against a
-    configured catalogue: (outside, slots) of ``outside`` (:func:`catalogue_slots`; a model
-    without lists: 0 of 0); None keeps the facts (the catalogue is the train items)."""
-    if outside is None:
-        return list(facts)
-
-    def recounted(fact: Fact) -> Fact:
-        if fact.fact != "outside_catalogue":
-            return fact
-        count, total = outside.get(fact.model or "", (0, 0))
-        return dataclasses.replace(fact, count=count, total=total)
-
-    return [recounted(f) for f in facts]

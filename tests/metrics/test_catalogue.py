@@ -30,8 +30,6 @@ from receval_spark.metrics.lists import (
     with_catalogue,
 )
 from receval_spark.metrics.per_user import per_user_beyond
-from receval_spark.quality import Fact
-from receval_spark.ranking.quality import catalogue_slots, with_outside_counts
 
 HISTORY = "user_id int, item_id int"
 RANKED = "user_id int, item_id int, rank int"
@@ -193,32 +191,6 @@ def test_the_long_tail_bins_the_explicit_catalogue(spark):
     # Recommended, each in the bin of its train interactions, in I or not: 9 (bin -1, once),
     # 2 and 3 (bin 0, once each), 1 (bin 1, twice) and 4 (two interactions: bin 1, once)
     assert got == {-1: (3, 0, 1, 1), 0: (1, 1, 2, 2), 1: (1, 3, 2, 3)}
-
-
-def test_list_slots_outside_the_explicit_catalogue_are_counted(spark):
-    _, items = item_table(spark, EXPLICIT)
-    ranked = spark.createDataFrame(EXAMPLE_RANKED, RANKED).withColumn("model", F.lit("m"))
-    exposure = item_exposure(
-        ranked.withColumn("k", F.lit(2)).drop("rank"), items, by=["model", "k"]
-    )
-
-    outside = catalogue_slots(exposure, k=2)
-
-    assert outside == {"m": (2, 6)}  # items 3 and 4 of 6 slots
-    facts = [
-        Fact("no_list", 0, 3, "evaluated users", "m"),
-        Fact("outside_catalogue", 1, 6, "list slots", "m"),  # against the train items: 9
-        Fact("outside_catalogue", 0, 0, "list slots", "n"),  # a model without lists
-    ]
-    assert with_outside_counts(facts, outside) == [
-        facts[0],
-        Fact("outside_catalogue", 2, 6, "list slots", "m"),
-        Fact("outside_catalogue", 0, 0, "list slots", "n"),
-    ]
-    assert with_outside_counts(facts, None) == facts
-
-
-# --- against the reference on a seeded synthetic log ---------------------------------------
 
 
 def synthetic(seed: int = 7):

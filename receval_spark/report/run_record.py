@@ -19,6 +19,7 @@ QUALITY_LABELS = {
     "reconsumed_pairs": "relevant test pairs already consumed in train",
     "users_all_relevant_seen": "users whose relevant test items were all seen in train",
     "cold_users": "evaluated users without train interactions",
+    "empty_truth_users": "evaluated users without a relevant test item (scored 0)",
     "no_list": "evaluated users without a list",
     "score_ties_at_k": "users whose candidates at ranks k and k+1 tie in score",
     "short_lists": "users with fewer than k candidates",

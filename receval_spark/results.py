@@ -290,7 +290,8 @@ def per_user_table(per_user_long: DataFrame, *, run_id: str) -> DataFrame:
 
 def long_tail_table(long_tail: DataFrame, *, run_id: str) -> DataFrame:
     """The ``long_tail`` dataset: run_id, model, k, popularity_bin, min_interactions (2^bin; 0
-    in bin -1, the items without a train interaction), n_items, train_interactions, n_recommended_items, recommendations."""
+    in bin -1, the items without a train interaction), n_items, train_interactions,
+    n_recommended_items, recommendations."""
     return long_tail.select(
         F.lit(run_id).alias("run_id"),
         "model",

@@ -264,3 +264,34 @@ def test_the_nightly_cli_reads_hive_metastore_tables(spark, tmp_path) -> None:
     )
     assert proc.returncode == 0, explain(proc)
     assert _values(spark, night / "reports") == expected
+
+
+def test_the_session_protocol_reads_through_the_same_door(spark, tmp_path) -> None:
+    """Session clicks as gzipped JSON lines in two files, restricted by ``where``."""
+    from receval_spark.config import SessionJobConfig, validate_config
+    from receval_spark.sources import read_session_inputs
+
+    clicks = pd.DataFrame(
+        [
+            (s, 10 + (s + j) % 4, 1_700_000_000 + 60 * (10 * s + j))
+            for s in range(6)
+            for j in range(3)
+        ],
+        columns=["session_id", "item_id", "time"],
+    )
+    folder = _json_lines_gz(clicks, tmp_path / "clicks")
+    config = validate_config(
+        {
+            "data": {
+                "clicks": {
+                    "path": str(folder / "part-*.json.gz"),
+                    "format": "json",
+                    "where": "session_id < 4",
+                }
+            },
+            "models": [{"name": "pop", "kind": "pop"}],
+        },
+        schema=SessionJobConfig,
+    )
+    inputs = read_session_inputs(spark, config)
+    assert inputs.clicks is not None and inputs.clicks.count() == 12

@@ -391,7 +391,7 @@ def zero_byte_parquet(case: Case) -> None:
 
 INTERACTIONS_FIX = "clean or drop those rows before evaluating"
 MODEL_FIX = "fix the model's output before evaluating it"
-READ_FIX = "Check data.interactions.path, .format and the CSV options"
+READ_FIX = "Check data.interactions.path, .format, .options, .where and the CSV options"
 
 CASES = [
     # --- the configuration (no Spark) ----------------------------------------------------------

@@ -25,9 +25,10 @@ from helpers import (
 
 from receval_spark import evaluate
 from receval_spark.cli import main
-from receval_spark.config import InteractionsSource
+from receval_spark.config import ExternalModel, InteractionsSource
 from receval_spark.errors import ConfigError, InputError
 from receval_spark.io import read_table
+from receval_spark.sources import load_interactions
 
 POPULARITY = [{"name": "popularity", "kind": "popularity"}]
 
@@ -68,23 +69,35 @@ def _json_lines_gz(log: pd.DataFrame, folder: Path, parts: int = 2) -> Path:
     return folder
 
 
-def test_orc_and_gzipped_json_lines_give_the_parquet_numbers(spark, tmp_path) -> None:
-    log = crafted_log(reconsumed=False)
-    raw = crafted_job_config(tmp_path, log, POPULARITY)
-    assert _cli(raw, tmp_path, spark) == 0
-    expected = _values(spark, tmp_path / "reports")
+def _canonical(spark, source: InteractionsSource) -> list[tuple]:
+    """The interaction log as the protocol receives it (read, mapped, validated), sorted."""
+    table = load_interactions(read_table(spark, source, key="data.interactions"), source)
+    assert [f.dataType.simpleString() for f in table.schema] == [
+        "bigint",
+        "bigint",
+        "timestamp",
+        "double",
+    ]
+    return sorted(tuple(r) for r in table.collect())
 
-    orc = tmp_path / "log.orc"
+
+def test_orc_and_gzipped_json_lines_reach_the_job_as_parquet_does(spark, tmp_path) -> None:
+    """The same log as Parquet, ORC and two gzipped JSON-lines files (a glob): the protocol
+    receives the same rows and types (so every number equals; the CLI runs below read files,
+    tables and a where window end to end)."""
+    log = crafted_log(reconsumed=False)
+    columns = {"rating": "rating"}
+    parquet, orc = tmp_path / "log.parquet", tmp_path / "log.orc"
+    log.to_parquet(parquet, index=False)
     spark.createDataFrame(log).write.orc(str(orc))
     jsonl = _json_lines_gz(log, tmp_path / "jsonl")
-    for name, source in {
-        "orc": {"path": str(orc), "format": "orc"},
-        "json": {"path": str(jsonl / "*.json.gz"), "format": "json"},
-    }.items():
-        raw["data"]["interactions"] = {**raw["data"]["interactions"], **source}
-        raw["output"]["path"] = str(tmp_path / f"reports-{name}")
-        assert _cli(raw, tmp_path, spark) == 0, name
-        assert _values(spark, tmp_path / f"reports-{name}") == expected, name
+    expected = _canonical(spark, InteractionsSource(path=str(parquet), columns=columns))
+    assert len(expected) == len(log)
+    for source in (
+        InteractionsSource(path=str(orc), format="orc", columns=columns),
+        InteractionsSource(path=str(jsonl / "*.json.gz"), format="json", columns=columns),
+    ):
+        assert _canonical(spark, source) == expected, source.format
 
 
 def test_where_is_pushed_down_to_the_files(spark, tmp_path, capsys) -> None:
@@ -123,22 +136,27 @@ def test_reader_options_reach_the_reader(spark, tmp_path) -> None:
 
 
 def test_a_catalog_table_is_an_input(spark, tmp_path) -> None:
-    """A table of the session's catalog (here its in-memory one; the Hive metastore below) as
-    interactions and as an external model, with ``where`` on the table."""
+    """A table of the session's catalog (here its in-memory one; a Hive metastore through the
+    CLI below) as interactions and as an external model's lists, with ``where`` on the
+    table: the rows of the files they were written from."""
     log = crafted_log(reconsumed=False)
-    raw, recs, expected = _with_external_model(spark, tmp_path, log)
+    columns = {"rating": "rating"}
+    parquet = tmp_path / "log.parquet"
+    log[log.user_id <= 4].to_parquet(parquet, index=False)
+    expected = _canonical(spark, InteractionsSource(path=str(parquet), columns=columns))
+    recs = spark.createDataFrame(
+        [(u, 100 + u, 1.0) for u in range(1, 7)], "user_id int, item_id int, score double"
+    )
     try:
         spark.createDataFrame(log).write.saveAsTable("receval_test_events")
-        spark.createDataFrame(recs).write.saveAsTable("receval_test_recs")
-        raw["data"]["interactions"] = {
-            "table": "receval_test_events",
-            "where": "timestamp > 0",
-            "columns": raw["data"]["interactions"]["columns"],
-        }
-        raw["models"][1] = {"name": "ext", "kind": "external", "table": "receval_test_recs"}
-        raw["output"]["path"] = str(tmp_path / "from-tables")
-        assert _cli(raw, tmp_path, spark) == 0
-        assert _values(spark, tmp_path / "from-tables") == expected
+        recs.write.saveAsTable("receval_test_recs")
+        source = InteractionsSource(
+            table="receval_test_events", where="user_id <= 4", columns=columns
+        )
+        assert _canonical(spark, source) == expected
+        model = ExternalModel(name="ext", kind="external", table="receval_test_recs")
+        read = read_table(spark, model, key="models.ext")
+        assert sorted(map(tuple, read.collect())) == sorted(map(tuple, recs.collect()))
     finally:
         spark.sql("DROP TABLE IF EXISTS receval_test_events")
         spark.sql("DROP TABLE IF EXISTS receval_test_recs")

@@ -21,7 +21,16 @@ from receval_spark.errors import ConfigError, InputError
 TRAIN = [(1, 10), (1, 11), (2, 10), (3, 12)]
 TEST = [(1, 12), (2, 11), (2, 12), (4, 10)]
 RECS = [(1, 12, 0.9), (1, 13, 0.5), (2, 13, 0.9), (2, 11, 0.8), (4, 11, 1.0)]
-CONFIG = {"evaluation": {"k": [2], "min_users": 1, "baseline": None}, "models": []}
+CONFIG = {
+    "evaluation": {
+        "k": [2],
+        "min_users": 1,
+        "baseline": None,
+        "metrics": ["precision", "recall", "ndcg", "mrr", "hit_rate", "coverage"],
+        "bootstrap_samples": 0,
+    },
+    "models": [],
+}
 
 
 def _frames(spark):

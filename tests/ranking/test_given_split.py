@@ -15,7 +15,10 @@ from helpers import DAY, T0, crafted_job_config, crafted_log, kept_sql_conf, met
 
 from receval_spark import evaluate
 from receval_spark.cli import main
+from receval_spark.config import GivenSplit
 from receval_spark.errors import ConfigError, InputError
+from receval_spark.ranking.leakage import NO_TIMESTAMPS, split_leakage
+from receval_spark.ranking.split import given_split
 
 # The peers' shape: a test set and a model's lists, a small train set, no timestamps.
 TRAIN = [(1, 10), (1, 11), (2, 10), (3, 12)]
@@ -139,19 +142,27 @@ def test_the_leakage_check_of_a_given_pair(spark) -> None:
         w.startswith("leaky split: the given train and test overlap") for w in result.warnings
     )
 
-    # a per-user cut: no user's train reaches their own test, but train ends after test starts
+
+def test_the_leakage_rules_of_a_given_pair(spark) -> None:
+    """A per-user cut passes with a warning; with the cut-off the pair was made at, the global
+    rule fails it; without timestamps nothing can be checked (said)."""
     per_user = _timed(spark, [(1, 10, 1), (2, 10, 2), (2, 13, 3)])
     test = _timed(spark, [(1, 12, 2), (2, 11, 4)])
-    result = evaluate(spark, CONFIG, train=per_user, test=test, recommendations={"m": recs})
-    check = next(c for c in result.checks if c.name == "no_temporal_leakage")
+    leakage = split_leakage(
+        GivenSplit(method="given"),
+        given_split(GivenSplit(method="given"), per_user, test),
+        timestamps=True,
+    )
+    (check,) = leakage.checks
     assert check.passed, check.detail
-    assert any(w.startswith("leaky split: the given train") for w in result.warnings)
+    assert [w[:30] for w in leakage.warnings] == ["leaky split: the given train a"]
 
-    # with the cut-off the pair was made at: the global rule
-    config = {**CONFIG, "split": {"method": "given", "cutoff": "2026-01-03"}}
-    result = evaluate(spark, config, train=per_user, test=test, recommendations={"m": recs})
-    check = next(c for c in result.checks if c.name == "no_temporal_leakage")
+    at = GivenSplit(method="given", cutoff=dt.date(2026, 1, 3))
+    (check,) = split_leakage(at, given_split(at, per_user, test), timestamps=True).checks
     assert not check.passed and "test has interactions before the cut-off" in check.detail
+
+    untimed = split_leakage(at, given_split(at, None, test), timestamps=False)
+    assert untimed.checks == [] and untimed.warnings == [NO_TIMESTAMPS]
 
 
 def test_given_split_errors(spark) -> None:

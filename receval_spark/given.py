@@ -71,8 +71,10 @@ def job_config(
             )
         _fill_sources(raw, given, schema)
         job = validate_config(raw, schema=schema)
-        if isinstance(job, JobConfig) and _canonical_rating(job, given):
-            raw["data"]["interactions"].setdefault("columns", {})["rating"] = RATING
+        rated: list[str] = _canonical_ratings(job, given) if isinstance(job, JobConfig) else []
+        for key in rated:
+            raw["data"][key.removeprefix("data.")].setdefault("columns", {})["rating"] = RATING
+        if rated:
             job = validate_config(raw, schema=schema)
         if isinstance(job, JobConfig) and _untimed_parts(raw, given):
             job = validate_config(raw, schema=schema)
@@ -80,21 +82,28 @@ def job_config(
     return job
 
 
-def _canonical_rating(job: JobConfig, given: Mapping[str, DataFrame]) -> bool:
-    """Whether the interactions DataFrame given supplies the ratings the job needs under the
-    canonical name ``rating`` (no rating column mapped); InputError when it has no such
-    column."""
-    frame = given.get("data.interactions")
+def _canonical_ratings(job: JobConfig, given: Mapping[str, DataFrame]) -> list[str]:
+    """The interaction tables given as DataFrames (``data.interactions``, or ``data.train``
+    and ``data.test``) that supply the ratings the job needs under the canonical name
+    ``rating`` (no rating column mapped); InputError when the log or the test set has no such
+    column (a train set without ratings is left as it is)."""
     needs = job.needs_ratings
-    if frame is None or needs is None or job.data.interactions.columns.rating is not None:
-        return False
-    if RATING not in frame.columns:
-        raise InputError(
-            f"data.interactions: {needs} needs ratings, but the DataFrame given has no column "
-            f"{RATING!r} (it has {frame.columns}); add one, or map yours with "
-            "data.interactions.columns.rating."
-        )
-    return True
+    if needs is None:
+        return []
+    keys = []
+    for key, source in job.interaction_sources.items():
+        frame = given.get(key)
+        if frame is None or source.columns.rating is not None:
+            continue
+        if RATING in frame.columns:
+            keys.append(key)
+        elif key != "data.train":
+            raise InputError(
+                f"{key}: {needs} needs ratings, but the DataFrame given has no column "
+                f"{RATING!r} (it has {frame.columns}); add one, or map yours with "
+                f"{key}.columns.rating."
+            )
+    return keys
 
 
 def _untimed_parts(raw: dict[str, Any], given: Mapping[str, DataFrame]) -> bool:

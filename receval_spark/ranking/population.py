@@ -169,7 +169,8 @@ def _no_users_message(rel: Reconsumption) -> str:
         )
     return (
         "relevance: no test interaction is relevant, so no user can be evaluated; "
-        "lower relevance.threshold or move split.cutoff earlier."
+        "lower relevance.threshold, check the test set's rating column (columns.rating), or "
+        "move split.cutoff earlier."
     )
 
 

@@ -192,3 +192,20 @@ def test_given_split_errors(spark) -> None:
     )
     with pytest.raises(InputError, match=r"^data.test: the table has no rows"):
         evaluate(spark, CONFIG, train=train, test=empty, recommendations={"m": recs})
+
+
+def test_given_frames_with_a_rating_column_need_no_mapping(spark) -> None:
+    """Threshold relevance reads the given test set's canonical ``rating`` column: user 2's
+    3-star item 12 is not relevant, so their Rel(u) is {11}."""
+    train, _, recs = _frames(spark)
+    test = spark.createDataFrame(
+        [(1, 12, 5.0), (2, 11, 4.0), (2, 12, 3.0), (4, 10, 2.0)],
+        "user_id int, item_id int, rating double",
+    )
+    config = {**CONFIG, "relevance": {"kind": "threshold", "threshold": 4}}
+    result = evaluate(spark, config, train=train, test=test, recommendations={"m": recs})
+    assert result.outcome.n_users_evaluated == 2  # user 4's only rating is 2 stars
+    assert _all(result)["recall"] == 1.0
+    unrated = test.drop("rating")
+    with pytest.raises(InputError, match=r"^data.test: relevance.kind: threshold needs ratings"):
+        evaluate(spark, config, train=train, test=unrated, recommendations={"m": recs})

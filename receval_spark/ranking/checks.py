@@ -311,9 +311,10 @@ def _id_columns_hint(config: JobConfig, name: str, *, partial: bool = False) -> 
     index, model = next((i, m) for i, m in enumerate(config.models) if m.name == name)
     if not isinstance(model, ExternalModel):
         return "" if partial else " (it scores none of them: are they all cold?)"
+    key, log = list(config.interaction_sources.items())[-1]  # data.interactions or data.test
     columns = (
         f"compare models[{index}].columns.user ({model.columns.user!r}) with "
-        f"data.interactions.columns.user ({config.data.interactions.columns.user!r})"
+        f"{key}.columns.user ({log.columns.user!r})"
     )
     if partial:
         return f"; if its user ids should be the log's, {columns}"

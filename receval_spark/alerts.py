@@ -29,10 +29,12 @@ def regressions(
     alpha: against the latest of ``per_user_dates`` (the earlier dates with per_user rows,
     ascending; baseline ``<model>@<date>``) or, ``against: window``, each user's mean over the
     last ``window`` of them (``<model>@<first>..<last>``); without that comparison the model
-    is not judged.
+    is not judged. Sequential rules are :func:`receval_spark.sequential.sequential_alerts`'.
     """
     alerts = []
     for rule in rules:
+        if rule.sequential:
+            continue
         current = {
             (r.model, r.protocol): r.value
             for r in rows
@@ -135,6 +137,8 @@ def _comparison(
 def _significant_drop(paired: ComparisonRow, rule: AlertRule, sign: float) -> bool:
     """The paired difference is worse (below zero, or above where lower is better) and
     significant after Holm at the rule's alpha."""
-    if paired.p_holm is None or paired.mean_diff is None or rule.significance is None:
+    if paired.p_holm is None or paired.mean_diff is None:
+        return False
+    if not isinstance(rule.significance, float):
         return False
     return sign * paired.mean_diff < 0 and paired.p_holm < rule.significance

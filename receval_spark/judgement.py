@@ -15,6 +15,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -29,6 +30,7 @@ from receval_spark.commit import (
 from receval_spark.config import AlertRule
 from receval_spark.metrics.compare import comparison_rows, earlier_differences, holm_adjusted
 from receval_spark.results import REPORT_SCHEMAS, ComparisonRow, Outcome
+from receval_spark.sequential import EVERY_DATE_MARK, reference_differences, sequential_alerts
 
 SUCCEEDED, REGRESSED, FAILED_CHECKS = "succeeded", "regressed", "failed_checks"
 
@@ -70,19 +72,27 @@ def judge_outcome(
     own = list(outcome.comparisons)
     if per_user is not None and earlier:
         assert output is not None  # committed dates come from an output
-        own += _earlier_comparisons(spark, output, per_user, earlier, rules, committed)
+        own += _earlier_comparisons(
+            spark, output, per_user, earlier, _references(rules, earlier, run_date), committed
+        )
     comparisons = holm_adjusted(own) if own else []
     alerts: list[str] = []
     if rules and output is not None:
         history = read_committed(
             spark, output, "metrics", schema=REPORT_SCHEMAS["metrics"], committed=committed
         ).filter(F.col("run_date") < run_date)
+        metrics = history.toPandas()
         alerts = regressions(
+            outcome.metrics, metrics, rules, comparisons=comparisons, per_user_dates=earlier
+        )
+        alerts += sequential_alerts(
             outcome.metrics,
-            history.toPandas(),
+            metrics,
             rules,
             comparisons=comparisons,
+            past=_sequential_history(spark, output, rules, run_date, committed),
             per_user_dates=earlier,
+            run_date=run_date,
         )
     return Judgement(
         output=output,
@@ -100,31 +110,92 @@ def run_status(outcome: Outcome, alerts: Sequence[str]) -> str:
     return REGRESSED if alerts else SUCCEEDED
 
 
+@dataclass(frozen=True)
+class References:
+    """The earlier dates tonight's per-user values are compared with: ``windows`` (the
+    previous date, and each ``against: window`` rule's dates) and ``sequential`` (each
+    sequential rule's reference dates, users on every one of them)."""
+
+    windows: set[tuple[str, ...]]
+    sequential: set[tuple[str, ...]]
+
+
+def _references(rules: Sequence[AlertRule], earlier: list[str], run_date: str) -> References:
+    """The :class:`References` of tonight (``earlier``: the earlier per-user dates)."""
+    return References(
+        windows={(earlier[-1],)}
+        | {
+            tuple(rule.earlier_dates(earlier))
+            for rule in rules
+            if rule.significance is not None and not rule.sequential
+        },
+        sequential={
+            dates
+            for rule in rules
+            if rule.sequential
+            and run_date >= str(rule.start)
+            and (dates := tuple(rule.earlier_dates(earlier)))
+        },
+    )
+
+
 def _earlier_comparisons(
     spark: SparkSession,
     output: str,
     per_user: DataFrame,
     earlier: list[str],
-    rules: Sequence[AlertRule],
+    references: References,
     committed: Mapping[str, RunState],
 ) -> list[ComparisonRow]:
     """Every model against its own per-user values of the latest earlier date (baseline
-    ``<model>@<date>``) and, for each alert rule with a significance test ``against: window``,
+    ``<model>@<date>``), for each alert rule with a significance test ``against: window``,
     against each user's mean over the rule's window of earlier dates
-    (``<model>@<first>..<last>``); not yet adjusted."""
-    windows = {(earlier[-1],)} | {
-        tuple(rule.earlier_dates(earlier)) for rule in rules if rule.significance is not None
-    }
+    (``<model>@<first>..<last>``), and for each sequential rule from its start on, against
+    its reference (``<model>@<first>..<last> (every date)``); not yet adjusted."""
+    dates = set().union(*references.windows, *references.sequential)
     rows = read_committed(
         spark,
         output,
         "per_user",
         schema=REPORT_SCHEMAS["per_user"],
-        dates=sorted(set().union(*windows)),
+        dates=sorted(dates),
         committed=committed,
     )
     differences = [
-        earlier_differences(per_user, rows.filter(F.col("run_date").isin(*dates)), dates=dates)
-        for dates in sorted(windows)
+        earlier_differences(per_user, rows.filter(F.col("run_date").isin(*w)), dates=w)
+        for w in sorted(references.windows)
+    ] + [
+        reference_differences(per_user, rows.filter(F.col("run_date").isin(*w)), dates=w)
+        for w in sorted(references.sequential)
     ]
     return comparison_rows(functools.reduce(DataFrame.unionByName, differences))
+
+
+def _sequential_history(
+    spark: SparkSession,
+    output: str,
+    rules: Sequence[AlertRule],
+    run_date: str,
+    committed: Mapping[str, RunState],
+) -> pd.DataFrame:
+    """The committed ``comparisons`` rows of the sequential rules' nights before tonight (from
+    the earliest start on): the state of their tests, a few rows per night."""
+    starts = [str(rule.start) for rule in rules if rule.sequential]
+    dates = sorted(
+        d
+        for d, state in committed.items()
+        if starts and min(starts) <= d < run_date and "comparisons" in state.datasets
+    )
+    if not dates:
+        return pd.DataFrame()
+    rows = read_committed(
+        spark,
+        output,
+        "comparisons",
+        schema=REPORT_SCHEMAS["comparisons"],
+        dates=dates,
+        committed=committed,
+    )
+    columns = ["model", "baseline", "protocol", "segment", "metric", "k", "n_users"]
+    marked = rows.filter(F.col("baseline").endswith(EVERY_DATE_MARK))
+    return marked.select(*columns, "mean_diff", "std_diff", "run_date").toPandas()

@@ -656,6 +656,47 @@ def jaccard_distances(
 # Clicks: DataFrame (session_id, item_id, time, order). Session order: (time, order, item_id).
 
 
+# --- always-valid sequential tests (DESIGN §7; Johari et al., Operations Research 2022) ---
+
+
+def msprt_iid(observations: Sequence[float], variance: float, tau: float) -> float:
+    """Johari et al.'s mixture SPRT for i.i.d. N(theta, V) observations, H0 theta = 0, mixing
+    theta ~ N(0, tau^2): Lambda_n = sqrt(V/(V + n tau^2)) exp(n^2 tau^2 ybar^2 / (2V(V + n
+    tau^2)))."""
+    n = len(observations)
+    ybar = sum(observations) / n
+    scale = variance + n * tau**2
+    return math.sqrt(variance / scale) * math.exp(n**2 * tau**2 * ybar**2 / (2 * variance * scale))
+
+
+def msprt_by_integration(
+    observations: Sequence[float],
+    covariance: np.ndarray,
+    tau: float,
+    shape: Sequence[float] | None = None,
+) -> float:
+    """The mixture likelihood ratio by its definition, for observations jointly Gaussian with
+    ``covariance``: the integral over theta ~ N(0, tau^2) of f_theta(y) / f_0(y), f_theta the
+    N(theta shape, covariance) density (shape: all ones, or 0 before a change and 1 from it),
+    on a fine grid (trapezoid rule)."""
+    y = np.asarray(observations, dtype=float)
+    ones = np.ones_like(y) if shape is None else np.asarray(shape, dtype=float)
+    thetas = np.linspace(-12 * tau, 12 * tau, 200_001)
+
+    def log_density(mean_shift: float) -> float:
+        centred = y - mean_shift * ones
+        return -0.5 * float(centred @ np.linalg.solve(covariance, centred))
+
+    # log f_theta - log f_0 is c theta + q theta^2: fixed by theta = -1, 0, 1
+    null = log_density(0.0)
+    lin = (log_density(1.0) - log_density(-1.0)) / 2
+    quad = (log_density(1.0) + log_density(-1.0)) / 2 - null
+    ratios = np.exp(lin * thetas + quad * thetas**2)
+    prior = np.exp(-(thetas**2) / (2 * tau**2)) / math.sqrt(2 * math.pi * tau**2)
+    values = ratios * prior
+    return float(np.sum((values[1:] + values[:-1]) / 2 * np.diff(thetas)))
+
+
 def session_sequences(clicks: pd.DataFrame) -> dict[object, list[object]]:
     """session -> its items in session order."""
     ordered = clicks.sort_values(["session_id", "time", "order", "item_id"], kind="mergesort")

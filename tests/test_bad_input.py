@@ -612,6 +612,18 @@ CASES = [
         spark=False,
     ),
     Bad(
+        "sequential_alert_without_a_start",
+        sets("evaluation.alerts=[{metric: ndcg, k: 5, significance: sequential}]"),
+        ("evaluation.alerts.0.start", "a sequential rule needs its first night"),
+        spark=False,
+    ),
+    Bad(
+        "sequential_alert_misspelt",
+        sets("evaluation.alerts=[{metric: ndcg, k: 5, significance: sequentail}]"),
+        ("evaluation.alerts.0.significance", "sequential"),
+        spark=False,
+    ),
+    Bad(
         "quantile_not_a_number",
         sets("split.quantile=abc"),
         ("split.quantile", "should be a valid number"),

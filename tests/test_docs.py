@@ -20,7 +20,8 @@ def test_the_configuration_reference_names_the_keys_with_types_and_defaults():
 
     for row in (
         "| `evaluation.alerts_exit_code` | int (≥ 0, ≤ 255) | `3` |",
-        "| `evaluation.alerts[].significance` | float or null (> 0.0, < 1.0) | `null` |",
+        "| `evaluation.alerts[].significance` | float (> 0.0, < 1.0) or `sequential` or null | "
+        "`null` |",
         '| `tracking.mlflow.experiment` | str | `"receval"` |',
         "| `models[].blocks` | int (≥ 1, ≤ 1024) | `10` |",
         "| `split.quantile` | float or null (> 0.0, < 1.0) | `null` |",

@@ -3,6 +3,7 @@ a rule names what a run computes."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from typing import Annotated, Literal
 
@@ -18,7 +19,10 @@ class AlertRule(_Strict):
     counts). With ``significance`` (alpha), only when the paired comparison of the model's
     per-user values with its own values ``against`` the previous run date, or each user's mean
     over the last ``window`` dates that committed per_user rows, is also worse and significant
-    after Holm (needs output.per_user)."""
+    after Holm (needs output.per_user). With ``significance: sequential``, a mixture sequential
+    probability ratio test over the nights since ``start`` against each user's mean over the
+    ``window`` run dates before ``start`` decides instead, keeping the probability of any false
+    alarm over all nights at ``alpha`` (docs/nightly.md#always-valid-sequential-rules)."""
 
     metric: str = Field(
         description="The metric watched: one the run computes (custom metrics included)."
@@ -40,12 +44,33 @@ class AlertRule(_Strict):
         description="Earlier run dates whose mean is the reference (and, with `against: "
         "window`, whose per-user values are).",
     )
-    significance: float | None = Field(
+    significance: Annotated[float, Field(gt=0.0, lt=1.0)] | Literal["sequential"] | None = Field(
         default=None,
+        description="Alpha of the paired test that must also find the worsening (after Holm); "
+        "`sequential`: the always-valid mixture SPRT since `start` decides; null: no test.",
+    )
+    start: dt.date | None = Field(
+        default=None,
+        description="A sequential rule's first night; its reference is each user's mean over "
+        "the `window` run dates before it with per-user rows.",
+    )
+    alpha: float = Field(
+        default=0.05,
         gt=0.0,
         lt=1.0,
-        description="Alpha of the paired test that must also find the worsening (after Holm); "
-        "null: no test.",
+        description="A sequential rule's probability of any false alarm over all its nights.",
+    )
+    horizon: int = Field(
+        default=90,
+        ge=1,
+        description="A sequential rule's change nights: a shift may begin on any of its first "
+        "`horizon` nights from `start` (each weighted 1/horizon).",
+    )
+    mixing_sd: float | None = Field(
+        default=None,
+        gt=0.0,
+        description="A sequential rule's mixing sd tau (metric units); null: max_relative_drop "
+        "times the model's mean over the reference dates.",
     )
     against: Literal["previous_date", "window"] = Field(
         default="previous_date",
@@ -53,8 +78,17 @@ class AlertRule(_Strict):
         "previous run date's, or each user's mean over `window` dates.",
     )
 
+    @property
+    def sequential(self) -> bool:
+        """Whether the always-valid sequential test decides (``significance: sequential``)."""
+        return self.significance == "sequential"
+
     def earlier_dates(self, dates: Sequence[str]) -> list[str]:
-        """The run dates (of ``dates``, ascending) its paired comparison is against."""
+        """The run dates (of ``dates``, ascending) its paired comparison is against: a
+        sequential rule's last ``window`` dates before ``start``."""
+        if self.sequential:
+            start = str(self.start)
+            return [d for d in dates if d < start][-self.window :]
         return list(dates[-self.window :] if self.against == "window" else dates[-1:])
 
 
@@ -72,12 +106,31 @@ def _alerts_exit_code(code: int) -> int:
 AlertsExitCode = Annotated[int, Field(ge=0, le=255), AfterValidator(_alerts_exit_code)]
 
 
+def _check_sequential(where: str, rule: AlertRule) -> None:
+    """``start`` with ``significance: sequential`` (and only there); ``against`` is not its."""
+    if rule.sequential and rule.start is None:
+        raise ValueError(
+            f"{where}.start: a sequential rule needs its first night (e.g. start: 2026-12-01)"
+        )
+    if not rule.sequential and rule.start is not None:
+        raise ValueError(
+            f"{where}.start is the first night of a sequential rule; set significance: "
+            "sequential or remove start"
+        )
+    if rule.sequential and rule.against != "previous_date":
+        raise ValueError(
+            f"{where}.against: a sequential rule compares with its users' means over the "
+            "window dates before start; remove against"
+        )
+
+
 def _check_alert(
     i: int, rule: AlertRule, *, metrics: list[str], ks: list[int], segments: list[str]
 ) -> None:
     """A rule names a metric, k and segment the run computes (else it could never fire), and
     ``against`` only with the significance test it configures."""
     where = f"evaluation.alerts.{i}"
+    _check_sequential(where, rule)
     if rule.against != "previous_date" and rule.significance is None:
         raise ValueError(
             f"{where}.against chooses what the significance test compares with; set "

@@ -68,28 +68,36 @@ def sequential_alarms(
     reference nights first, then the NIGHTS nights since the start."""
     reference = levels[:, :window].mean(axis=1, keepdims=True)
     y = levels[:, window:] - reference
-    shared = 1.0 / (window + 1)
     sd = sample_sd(rng, y.shape, users, SIGMA * np.sqrt(1 + 1 / window))
-    variance = sd**2 / users
+    log_ratio, worse = mixture_log_ratios(y, sd**2 / users, window)
+    crossed = np.maximum.accumulate(log_ratio, axis=1) >= np.log(1 / ALPHA)
+    return crossed & worse
+
+
+def mixture_log_ratios(
+    y: np.ndarray, variance: np.ndarray, window: int, tau: float = DROP * LEVEL
+) -> tuple[np.ndarray, np.ndarray]:
+    """log Λ_n after each night n of each quarter (rows) and whether the heaviest change
+    night's estimate is a worsening: the rule's statistic (receval_spark/sequential.py,
+    ``horizon`` = NIGHTS), vectorised over quarters with cumulative sums."""
+    shared = 1.0 / (window + 1)
     inverse = 1.0 / ((1 - shared) * variance)
     root = np.sqrt(shared * variance)
     zero = np.zeros((y.shape[0], 1))
     a_sum, b_sum, p = (np.hstack([zero, np.cumsum(inverse * v, axis=1)]) for v in (1.0, y, root))
     q, ry = np.cumsum(inverse * root**2, axis=1), np.cumsum(inverse * root * y, axis=1)
-    tau2 = (DROP * LEVEL) ** 2
     log_ratio, worse = np.empty_like(y), np.empty_like(y, dtype=bool)
     for n in range(y.shape[1]):  # night n: change nights c = 0..n, then NIGHTS - n - 1 pending
         suffix_p = p[:, n + 1 : n + 2] - p[:, : n + 1]
         a = a_sum[:, n + 1 : n + 2] - a_sum[:, : n + 1] - suffix_p**2 / (1 + q[:, n : n + 1])
         b = b_sum[:, n + 1 : n + 2] - b_sum[:, : n + 1]
         b = b - suffix_p * ry[:, n : n + 1] / (1 + q[:, n : n + 1])
-        logs = tau2 * b**2 / (2 * (1 + tau2 * a)) - 0.5 * np.log1p(tau2 * a)
+        logs = tau**2 * b**2 / (2 * (1 + tau**2 * a)) - 0.5 * np.log1p(tau**2 * a)
         pending = np.full((y.shape[0], 1), np.log(NIGHTS - n - 1) if n + 1 < NIGHTS else -np.inf)
         log_ratio[:, n] = np.logaddexp.reduce(np.hstack([logs, pending]), axis=1) - np.log(NIGHTS)
         top = logs.argmax(axis=1)
         worse[:, n] = b[np.arange(y.shape[0]), top] < 0
-    crossed = np.maximum.accumulate(log_ratio, axis=1) >= np.log(1 / ALPHA)
-    return crossed & worse
+    return log_ratio, worse
 
 
 def levels_of(

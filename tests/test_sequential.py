@@ -4,12 +4,14 @@ and the job over nights on file:// and viewfs:// (a re-run of a date decides the
 
 from __future__ import annotations
 
+import importlib
 import math
+import sys
 
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import Nights, ReportRoot
+from helpers import REPO, Nights, ReportRoot
 from reference import msprt_by_integration, msprt_iid
 
 from receval_spark import read_reports
@@ -23,6 +25,8 @@ from receval_spark.sequential import (
     sequential_alerts,
     sequential_baseline,
 )
+
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 DIFFERENCES = [-0.004, 0.001, -0.007, -0.002, -0.005, 0.0005, -0.006, -0.003]
 
@@ -74,6 +78,27 @@ def test_a_change_on_any_night_mixes_the_ratios_of_every_change_night():
     expected = (sum(by_night) + horizon - len(y)) / horizon
     assert math.exp(log_ratio) == pytest.approx(expected, rel=1e-7)
     assert int(np.argmax(by_night)) == 4 and b / a < -0.004
+
+
+def test_the_simulation_benchmark_computes_the_rule_s_statistic():
+    """benchmarks/sequential_alerts.py vectorises the statistic over simulated quarters; on
+    two quarters of 90 nights it equals the rule's own (horizon 90) after nights 1, 30, 90."""
+    simulation = importlib.import_module("sequential_alerts")
+    rng = np.random.default_rng(3)
+    y = rng.normal(-0.002, 0.003, size=(2, 90))
+    variance = rng.uniform(0.5, 1.5, size=(2, 90)) * 9e-6
+    log_ratio, worse = simulation.mixture_log_ratios(y, variance, 7, tau=0.005)
+    for quarter in range(2):
+        nights = [
+            Night(str(i), d, v)
+            for i, (d, v) in enumerate(zip(y[quarter], variance[quarter], strict=True))
+        ]
+        for n in (0, 29, 89):
+            expected, a, b = mixture_log_ratio(
+                nights[: n + 1], mixing_variance=0.005**2, shared=1 / 8, horizon=90
+            )
+            assert log_ratio[quarter, n] == pytest.approx(expected, rel=1e-9, abs=1e-12)
+            assert worse[quarter, n] == (b / a < 0)
 
 
 def test_the_p_value_is_the_smallest_1_over_lambda_so_far():

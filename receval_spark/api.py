@@ -42,7 +42,13 @@ from receval_spark.judgement import Judgement
 from receval_spark.progress import StageClock
 from receval_spark.ranking.pipeline import evaluate_ranking
 from receval_spark.report.render import load_report, write_report
-from receval_spark.results import REPORT_SCHEMAS, Outcome, comparisons_table, runs_table
+from receval_spark.results import (
+    REPORT_SCHEMAS,
+    Outcome,
+    comparisons_table,
+    metrics_table,
+    runs_table,
+)
 from receval_spark.sessions.pipeline import evaluate_session_protocol
 from receval_spark.sources import read_ranking_inputs, read_session_inputs
 
@@ -202,7 +208,11 @@ def _commit(
     config = evaluation.config
     per_user = config.output.per_user if per_user is None else per_user
     spark = evaluation.metrics.sparkSession
-    tables: dict[str, DataFrame] = {"metrics": evaluation.metrics.coalesce(1)}
+    metrics = evaluation.metrics
+    if judgement.stability:
+        stability = metrics_table(spark, judgement.stability, run_id=evaluation.run_id)
+        metrics = metrics.unionByName(stability)
+    tables: dict[str, DataFrame] = {"metrics": metrics.coalesce(1)}
     if evaluation.comparisons is not None:
         committed = comparisons_table(spark, judgement.comparisons, run_id=evaluation.run_id)
         tables["comparisons"] = committed.coalesce(1)
@@ -214,6 +224,8 @@ def _commit(
             tables[name] = table.coalesce(1)
     if per_user and evaluation.per_user is not None:
         tables["per_user"] = evaluation.per_user
+    if evaluation.lists is not None:
+        tables["lists"] = evaluation.lists
     record = run_record(
         spark,
         config,

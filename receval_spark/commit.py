@@ -39,7 +39,15 @@ from receval_spark.config import CatalogConfig
 from receval_spark.errors import InputError
 from receval_spark.io import to_uri
 
-REPORT_DATASETS = ("metrics", "comparisons", "long_tail", "off_policy", "per_user", "runs")
+REPORT_DATASETS = (
+    "metrics",
+    "comparisons",
+    "long_tail",
+    "off_policy",
+    "per_user",
+    "lists",
+    "runs",
+)
 
 LOG = "_commits/events"
 LOG_SCHEMA = T.StructType(

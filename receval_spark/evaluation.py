@@ -4,6 +4,7 @@ its own judgement) and :class:`Commit` (what was written), and how an outcome be
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import platform
 import uuid
@@ -21,15 +22,18 @@ from receval_spark.judgement import Judgement, judge_outcome
 from receval_spark.results import (
     Check,
     ComparisonRow,
+    MetricRow,
     Outcome,
     RunRecord,
     comparisons_table,
+    lists_table,
     long_tail_table,
     metrics_table,
     off_policy_table,
     per_user_table,
     runs_table,
 )
+from receval_spark.stability_history import night_over_night
 
 
 def utc_now() -> dt.datetime:
@@ -45,7 +49,8 @@ def new_run_id(now: dt.datetime) -> str:
 class Evaluation:
     """One evaluation run of either protocol: the report datasets as Spark DataFrames with
     the contract's schemas (``metrics``, ``comparisons``, ``per_user``, ``long_tail``,
-    ``off_policy``, ``runs``; None where the run has no such dataset), the driver-side
+    ``off_policy``, ``lists``, ``runs``; None where the run has no such dataset; the
+    stability rows of ``metrics`` come with the judgement against an output), the driver-side
     ``outcome`` they were built from (rows, checks, warnings, stage timings), and the run's
     own ``judgement`` (its comparisons with the baseline, Holm-adjusted as one family, and its
     status; :func:`judge` adds the earlier dates of an output).
@@ -69,6 +74,7 @@ class Evaluation:
     per_user: DataFrame | None = None
     long_tail: DataFrame | None = None
     off_policy: DataFrame | None = None
+    lists: DataFrame | None = None
     _cached: CachedTables = field(default_factory=CachedTables, repr=False)
 
     @property
@@ -199,6 +205,9 @@ def build_evaluation(
             if outcome.off_policy
             else None
         ),
+        lists=(
+            lists_table(outcome.lists.lists, run_id=run_id) if outcome.lists is not None else None
+        ),
         _cached=cached,
     )
 
@@ -241,12 +250,25 @@ def judge_run(
     output: str | None,
 ) -> Judgement:
     """The statistics step (receval_spark.judgement) of one outcome of ``config``; ``per_user``:
-    the run's per-user table in the report's columns (ranking only)."""
-    return judge_outcome(
-        outcome,
+    the run's per-user table in the report's columns (ranking only). With tonight's lists and
+    an output, first the stability rows against the previous date with lists
+    (receval_spark.stability_history): the alerts judge them with tonight's metrics."""
+    stability: list[MetricRow] = []
+    if outcome.lists is not None and output is not None and isinstance(config, JobConfig):
+        stability = night_over_night(
+            spark,
+            output,
+            outcome.lists,
+            run_date=run_date.isoformat(),
+            ks=config.evaluation.k,
+            persistence=config.evaluation.rbo_persistence,
+        )
+    judged = judge_outcome(
+        dataclasses.replace(outcome, metrics=[*outcome.metrics, *stability]),
         run_date=run_date.isoformat(),
         rules=config.evaluation.alerts,
         per_user=per_user if isinstance(config, JobConfig) else None,
         spark=spark,
         output=output,
     )
+    return dataclasses.replace(judged, stability=stability)

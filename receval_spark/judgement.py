@@ -29,7 +29,7 @@ from receval_spark.commit import (
 )
 from receval_spark.config import AlertRule
 from receval_spark.metrics.compare import comparison_rows, earlier_differences, holm_adjusted
-from receval_spark.results import REPORT_SCHEMAS, ComparisonRow, Outcome
+from receval_spark.results import REPORT_SCHEMAS, ComparisonRow, MetricRow, Outcome
 from receval_spark.sequential import EVERY_DATE_MARK, reference_differences, sequential_alerts
 
 SUCCEEDED, REGRESSED, FAILED_CHECKS = "succeeded", "regressed", "failed_checks"
@@ -41,13 +41,16 @@ class Judgement:
     dates committed per-user rows, against its own values there; p_holm over all of them, one
     family), the ``alerts`` that fired, the run's ``status`` (``failed_checks`` if a check
     failed, else ``regressed`` if an alert fired, else ``succeeded``), and the earlier
-    ``output`` dates it read per-user rows of (ascending)."""
+    ``output`` dates it read per-user rows of (ascending); ``stability``: the
+    night-over-night stability rows of the ``metrics`` dataset (``output.lists``), which the
+    alerts saw with tonight's metrics."""
 
     output: str | None
     comparisons: list[ComparisonRow] = field(repr=False)
     alerts: list[str]
     status: str
     earlier_dates: list[str] = field(default_factory=list)
+    stability: list[MetricRow] = field(default_factory=list, repr=False)
 
 
 def judge_outcome(

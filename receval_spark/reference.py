@@ -106,6 +106,11 @@ def type_text(annotation: Any) -> str:
 FAMILIES: tuple[tuple[registry.Family, str], ...] = (
     ("accuracy", "Accuracy (per evaluated user at k, then the macro average)"),
     ("beyond", "Beyond accuracy"),
+    (
+        "stability",
+        "Night-over-night stability (`output.lists`; per user of both nights at k, by segment "
+        "and for `idle` users)",
+    ),
     ("rating", "Rating prediction (`task: rating_prediction` only)"),
     ("session", "Session protocol (per prediction event)"),
 )

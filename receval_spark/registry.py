@@ -25,7 +25,7 @@ UNBOUNDED: Bounds = (-math.inf, math.inf)
 UNIT: Bounds = (0.0, 1.0)
 NON_NEGATIVE: Bounds = (0.0, math.inf)
 
-Family = Literal["accuracy", "beyond", "rating", "session", "custom"]
+Family = Literal["accuracy", "beyond", "stability", "rating", "session", "custom"]
 Scope = Literal["user", "group"]
 Display = Literal["proportion", "percent"]
 SESSION_PROTOCOL = "session"
@@ -81,6 +81,10 @@ SHANI_11 = (
 VARGAS_14 = (
     "Vargas, Baltrunas, Karatzoglou & Castells, Coverage, redundancy and size-awareness "
     "in genre diversity for recommender systems, RecSys 2014"
+)
+WEBBER_10 = (
+    "Webber, Moffat & Zobel, A similarity measure for indefinite rankings, ACM TOIS 2010 "
+    "(RBO_ext, eq. 32)"
 )
 VOORHEES_99 = "Voorhees, The TREC-8 question answering track report, TREC 1999"
 ZHOU_10 = (
@@ -338,6 +342,31 @@ METRICS: tuple[Metric, ...] = (
             "RePlay": "`Unexpectedness`: the share of the list absent from a base model's list, "
             "relevant or not",
         },
+    ),
+    # night-over-night stability (docs/evaluation.md#stability, output.lists): tonight's
+    # lists against the model's lists of the previous date that committed them
+    Metric(
+        name="stability_jaccard",
+        family="stability",
+        scope="user",
+        formula="|A ∩ B| / |A or B| of the user's lists at k tonight (A) and last night (B)",
+        reference="Jaccard, Bulletin de la Société Vaudoise des Sciences Naturelles 1901",
+    ),
+    Metric(
+        name="stability_rbo",
+        family="stability",
+        scope="user",
+        formula="RBO_ext of A and B at depth k, persistence p (evaluation.rbo_persistence); "
+        "k long: (X_k/k)·p^k + ((1 - p)/p)·Σ_{d≤k} (X_d/d)·p^d, X_d = |A_{1:d} ∩ B_{1:d}|",
+        reference=WEBBER_10,
+    ),
+    Metric(
+        name="exposure_churn",
+        family="stability",
+        scope="group",
+        formula="½ Σ_i |e_i - e'_i|, e_i = item i's share of the night's list slots at k",
+        larger_is_better=False,
+        reference="the total variation distance of the two nights' exposure distributions",
     ),
     # rating prediction (task rating_prediction only; not a measure of ranking)
     Metric(

@@ -20,6 +20,7 @@ from pyspark.sql import types as T
 
 from receval_spark.columns import USER
 from receval_spark.metrics.exposure import LONG_TAIL_COUNTS
+from receval_spark.metrics.stability import NightLists
 from receval_spark.stats import mean_interval, metric_bounds, normal_interval
 
 SCALAR_TYPES: dict[type, T.DataType] = {
@@ -238,12 +239,26 @@ LONG_TAIL_SCHEMA = T.StructType(
         ]
     ]
 )
+LISTS_SCHEMA = T.StructType(
+    [
+        T.StructField(name, kind)
+        for name, kind in [
+            ("run_id", _TEXT),
+            ("model", _TEXT),
+            (USER, _TEXT),
+            ("rank", _INT),
+            ("item_id", _TEXT),
+            ("score", T.DoubleType()),
+        ]
+    ]
+)
 REPORT_SCHEMAS: dict[str, T.StructType] = {
     "metrics": METRICS_SCHEMA,
     "comparisons": COMPARISONS_SCHEMA,
     "long_tail": LONG_TAIL_SCHEMA,
     "off_policy": OFF_POLICY_SCHEMA,
     "per_user": PER_USER_SCHEMA,
+    "lists": LISTS_SCHEMA,
     "runs": RUNS_SCHEMA,
 }
 
@@ -288,6 +303,11 @@ def per_user_table(per_user_long: DataFrame, *, run_id: str) -> DataFrame:
     )
 
 
+def lists_table(lists: DataFrame, *, run_id: str) -> DataFrame:
+    """The ``lists`` dataset: run_id, model, user_id, rank, item_id, score (ids as strings)."""
+    return lists.select(F.lit(run_id).alias("run_id"), *LISTS_SCHEMA.fieldNames()[1:])
+
+
 def long_tail_table(long_tail: DataFrame, *, run_id: str) -> DataFrame:
     """The ``long_tail`` dataset: run_id, model, k, popularity_bin, min_interactions (2^bin; 0
     in bin -1, the items without a train interaction), n_items, train_interactions,
@@ -311,7 +331,8 @@ class Outcome:
     rows per model, segment, metric and k), plus the lazy per-user and long-tail tables.
 
     ``n_users_evaluated``: users with a non-empty Rel(u) (ranking), prediction events
-    (session). ``stage_seconds``: wall seconds per stage of the job."""
+    (session). ``stage_seconds``: wall seconds per stage of the job. ``lists``: tonight's
+    lists and what tomorrow's stability step needs of them (``output.lists``; else None)."""
 
     metrics: list[MetricRow]
     split: dict[str, Any]
@@ -324,6 +345,7 @@ class Outcome:
     off_policy: list[OffPolicyRow] = field(default_factory=list)
     stage_seconds: dict[str, float] = field(default_factory=dict)
     tuning: dict[str, Any] = field(default_factory=dict)
+    lists: NightLists | None = None
 
     @property
     def passed(self) -> bool:

@@ -10,6 +10,7 @@ scheduler's or a notebook's Python calls it as ``rv.run_job(spark, config)``
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from receval_spark.commit import refuse_if_held
 from receval_spark.config import JobConfig, SessionJobConfig
 from receval_spark.io import local_path
 from receval_spark.registry import HEADLINE_METRICS
+from receval_spark.results import MetricRow
 
 
 @dataclass(frozen=True)
@@ -106,8 +108,9 @@ def _track(
 
 def run_summary(evaluation: Evaluation, commit: Commit) -> dict[str, Any]:
     """What a scheduler reads of a finished run (``--summary-json``): identity, status, stage
-    seconds, the headline metrics and comparisons (segment all), checks, alerts, warnings and
-    the data-quality facts."""
+    seconds, the headline metrics and comparisons (segment all), the night-over-night stability
+    (``output.lists``: segments all and idle), checks, alerts, warnings and the data-quality
+    facts."""
     outcome = evaluation.outcome
     session = evaluation.protocol == "session"
     headline = [
@@ -154,8 +157,27 @@ def run_summary(evaluation: Evaluation, commit: Commit) -> dict[str, Any]:
         },
         "metrics": headline,
         "comparisons": comparisons,
+        "stability": _stability_summary(commit.judgement.stability),
         "checks": [dataclasses.asdict(c) for c in evaluation.checks],
         "alerts": commit.alerts,
         "warnings": evaluation.warnings,
         "data_quality": outcome.split.get("data_quality", []),
     }
+
+
+def _stability_summary(rows: Sequence[MetricRow]) -> list[dict[str, Any]]:
+    """The night-over-night stability rows of segments all and idle (``output.lists``)."""
+    return [
+        {
+            "model": r.model,
+            "segment": r.segment,
+            "metric": r.metric,
+            "k": r.k,
+            "value": r.value,
+            "n_users": r.n_users,
+            "ci_low": r.ci_low,
+            "ci_high": r.ci_high,
+        }
+        for r in sorted(rows, key=lambda r: (r.model, r.metric, r.k or 0, r.segment))
+        if r.segment in ("all", "idle")
+    ]

@@ -846,3 +846,41 @@ def recall_mrr(events, predict, k: int) -> tuple[float, float]:
             hits += 1
             reciprocal += 1 / (ranked.index(target) + 1)
     return hits / len(events), reciprocal / len(events)
+
+
+# --- night-over-night list stability (DESIGN §6) -------------------------------------------
+
+
+def rbo_ext(a: Sequence[object], b: Sequence[object], p: float) -> float:
+    """Extrapolated rank-biased overlap of two lists (Webber, Moffat & Zobel, TOIS 2010,
+    eq. 32), depth by depth: X_d = |S_{:d} ∩ L_{:d}| with S the shorter list (length s), L the
+    longer (length l); for d > s the whole of S counts.
+    RBO = (1-p)/p · (Σ_{d≤l} X_d/d p^d + Σ_{s<d≤l} X_s (d-s)/(s d) p^d)
+          + ((X_l - X_s)/l + X_s/s) p^l."""
+    short, long_ = (list(a), list(b)) if len(a) <= len(b) else (list(b), list(a))
+    s, n = len(short), len(long_)
+
+    def overlap(d: int) -> int:
+        return len(set(short[: min(d, s)]) & set(long_[:d]))
+
+    x_s, x_l = overlap(s), overlap(n)
+    first = sum(overlap(d) / d * p**d for d in range(1, n + 1))
+    second = sum(x_s * (d - s) / (s * d) * p**d for d in range(s + 1, n + 1))
+    return (1 - p) / p * (first + second) + ((x_l - x_s) / n + x_s / s) * p**n
+
+
+def jaccard_index(a: Sequence[object], b: Sequence[object]) -> float:
+    """|A ∩ B| / |A or B| of the two item sets."""
+    sa, sb = set(a), set(b)
+    return len(sa & sb) / len(sa | sb)
+
+
+def exposure_churn(tonight: Lists, previous: Lists) -> float:
+    """½ Σ_i |e_i - e'_i|, e_i = the share of the night's list slots holding item i."""
+
+    def shares(ranking: Lists) -> dict[object, float]:
+        slots = [i for items in ranking.values() for i in items]
+        return {i: slots.count(i) / len(slots) for i in set(slots)}
+
+    e, f = shares(tonight), shares(previous)
+    return sum(abs(e.get(i, 0.0) - f.get(i, 0.0)) for i in set(e) | set(f)) / 2

@@ -106,6 +106,11 @@ class OutputConfig(_Strict):
         description="Also write `per_user/`, each evaluated user's values (alerts with "
         "`significance` compare them).",
     )
+    lists: bool = Field(
+        default=False,
+        description="Also write `lists/`, every model's top-k lists, and report each model's "
+        "night-over-night stability against the previous date that wrote them (ranking job).",
+    )
     catalog: CatalogConfig | None = Field(
         default=None,
         description="Register the report datasets as tables of the session catalog; null: no "

@@ -290,6 +290,13 @@ class EvaluationConfig(_Strict):
         description="Head items: the most popular items that together hold this share of the "
         "train interactions.",
     )
+    rbo_persistence: float = Field(
+        default=0.9,
+        gt=0,
+        lt=1,
+        description="Persistence p of the night-over-night RBO@k (`output.lists`): the "
+        "weight of rank d is (1 - p)·p^(d - 1) (0.9: the top 10 carry about 65% of it).",
+    )
     personalization_pairs: int = Field(
         default=1000, ge=1, description="User pairs sampled for personalization_jaccard."
     )

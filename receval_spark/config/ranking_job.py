@@ -127,6 +127,11 @@ class JobConfig(_Job):
                 ks=self.evaluation.k,
                 segments=self._reported_segments(rule.metric),
             )
+            if rule.significance is not None and rule.metric in registry.names("stability"):
+                raise ValueError(
+                    f"evaluation.alerts.{i}.significance: {rule.metric} has no per-user rows to "
+                    "test night over night; remove significance (the rule then watches its mean)"
+                )
             if rule.significance is not None and not self.output.per_user:
                 raise ValueError(
                     f"evaluation.alerts.{i}.significance compares each night's per-user values "
@@ -162,6 +167,7 @@ class JobConfig(_Job):
         definitions only the accuracy metrics that peer defines) and the custom metrics."""
         settings = self.evaluation
         custom = [m.name for m in settings.custom_metrics]
+        custom += registry.names("stability") if self.output.lists else []
         if settings.definitions == "receval":
             return [*settings.metrics, *custom]
         ranking = registry.definitions()
@@ -173,8 +179,12 @@ class JobConfig(_Job):
 
     def _reported_segments(self, metric: str) -> list[str]:
         """The segments of ``metric``'s rows: all and the user segments; the item segments
-        (popularity: Rel(u) restricted to head or tail items) for accuracy metrics."""
-        names = ["all"]
+        (popularity: Rel(u) restricted to head or tail items) for accuracy metrics; ``idle``
+        for the per-user stability metrics (the exposure churn: all only)."""
+        kind = registry.definitions()[metric]
+        if kind.family == "stability" and kind.scope == "group":
+            return ["all"]
+        names = ["all", "idle"] if kind.family == "stability" else ["all"]
         for segment in self.evaluation.segments:
             if segment in ("warm", "cold"):
                 names.append(segment)

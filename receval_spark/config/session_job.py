@@ -271,6 +271,11 @@ class SessionJobConfig(_Job):
     @model_validator(mode="after")
     def _consistent(self) -> SessionJobConfig:
         _check_model_names([m.name for m in self.models])
+        if self.output.lists:
+            raise ValueError(
+                "output.lists: the session protocol keeps no per-user lists (its lists are per "
+                "prediction event); remove it or set it to false"
+            )
         for i, rule in enumerate(self.evaluation.alerts):
             _check_alert(
                 i, rule, metrics=self.evaluation.metrics, ks=self.evaluation.k, segments=["all"]

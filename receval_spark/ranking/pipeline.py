@@ -21,6 +21,7 @@ from receval_spark.columns import USER
 from receval_spark.config import EvaluationConfig, JobConfig, OffPolicyConfig
 from receval_spark.metrics.aggregate import union_all
 from receval_spark.metrics.compare import compare_run
+from receval_spark.metrics.stability import NightLists, night_lists
 from receval_spark.progress import StageClock
 from receval_spark.quality import Fact, quality_warnings
 from receval_spark.ranking.accuracy_stage import accuracy_per_user, macro_rows
@@ -222,7 +223,14 @@ def evaluate_ranking(
         off_policy=off_policy,
         stage_seconds=clock.seconds,
         tuning=tuning,
+        lists=_night(lists, population, split) if config.output.lists else None,
     )
+
+
+def _night(lists: ModelLists, population: Population, split: Split) -> NightLists:
+    """Tonight's lists for the ``lists`` dataset and tomorrow's stability step."""
+    cutoff = split.params.get("cutoff")
+    return night_lists(lists.ranked, population.segments, population.history, cutoff)
 
 
 def _beyond(

@@ -12,8 +12,11 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure  # not pyplot: no backend, the user's figures untouched
 
+from receval_spark import registry
+
 CURVE_METRICS = ("ndcg", "precision", "recall", "map")
 HISTORY_METRICS = ("ndcg", "recall", "mrr", "coverage")
+STABILITY_METRICS = registry.names("stability")
 
 
 def figures(
@@ -94,19 +97,30 @@ def _detail_figures(
                 _segments(segments, k),
             )
         )
-    trend = (
-        history[history["metric"].isin(HISTORY_METRICS) & (history["k"] == k)]
-        if not history.empty
-        else history
-    )
-    if not trend.empty and trend["run_date"].nunique() > 1:
-        out.append(
-            _figure(
-                "History",
-                f"Each model's metrics at k = {k} over the run dates found in the reports.",
-                _history(trend, k),
-            )
+    return out + _history_figures(history, k)
+
+
+def _history_figures(history: pd.DataFrame, k: int) -> list[dict[str, str]]:
+    """The accuracy and coverage history and, with ``output.lists``, the stability history
+    (each where at least two run dates have the metrics)."""
+    out = []
+    for title, names, caption in (
+        ("History", HISTORY_METRICS, "Each model's metrics"),
+        (
+            "Stability history",
+            STABILITY_METRICS,
+            "Each model's night-over-night stability (its lists against the previous date "
+            "with lists; docs: evaluation.md#stability)",
+        ),
+    ):
+        trend = (
+            history[history["metric"].isin(names) & (history["k"] == k)]
+            if not history.empty
+            else history
         )
+        if not trend.empty and trend["run_date"].nunique() > 1:
+            text = f"{caption} at k = {k} over the run dates found in the reports."
+            out.append(_figure(title, text, _history(trend, k, names)))
     return out
 
 
@@ -208,8 +222,8 @@ def _long_tail(long_tail: pd.DataFrame) -> Figure:
     return fig
 
 
-def _history(trend: pd.DataFrame, k: int) -> Figure:
-    names = [m for m in HISTORY_METRICS if m in set(trend["metric"])]
+def _history(trend: pd.DataFrame, k: int, metrics: tuple[str, ...]) -> Figure:
+    names = [m for m in metrics if m in set(trend["metric"])]
     fig = Figure(figsize=(3.4 * len(names), 2.8))
     axes = fig.subplots(1, len(names), squeeze=False)
     dates = sorted(trend["run_date"].unique())

@@ -9,9 +9,12 @@ import pytest
 from helpers import DAY, T0, ReportRoot, at
 
 import receval_spark as rv
+from receval_spark.alerts import regressions
 from receval_spark.api import load_job_config
-from receval_spark.config import JobConfig, SessionJobConfig
+from receval_spark.config import AlertRule, JobConfig, SessionJobConfig
 from receval_spark.errors import ConfigError
+from receval_spark.results import MetricRow
+from receval_spark.run import run_summary
 
 FIRST, SECOND = "2026-11-01", "2026-11-02"
 STABILITY = ("stability_jaccard", "stability_rbo", "exposure_churn")
@@ -86,7 +89,19 @@ def test_two_nights_write_lists_and_tomorrow_reports_their_stability(
     }
     assert stability_rows(spark, output, FIRST) == {}
 
-    rv.write_reports(night(spark, output, SECOND, 6, NIGHT_TWO))
+    second = night(spark, output, SECOND, 6, NIGHT_TWO)
+    summary = run_summary(second, rv.write_reports(second))
+    assert {
+        (r["model"], r["segment"], r["metric"]): r["n_users"]
+        for r in summary["stability"]
+        if r["model"] == "ext"
+    } == {
+        ("ext", "all", "stability_jaccard"): 4,
+        ("ext", "all", "stability_rbo"): 4,
+        ("ext", "all", "exposure_churn"): 4,
+        ("ext", "idle", "stability_jaccard"): 3,
+        ("ext", "idle", "stability_rbo"): 3,
+    }
     values = stability_rows(spark, output, SECOND)
     expected = {
         ("all", "stability_jaccard"): ((1 + 1 + 0.5 + 1) / 4, 4),
@@ -194,3 +209,31 @@ def test_the_report_draws_the_stability_history_once_two_dates_have_it():
     titles = [f["title"] for f in _history_figures(history, 3)]
     assert titles == ["History", "Stability history"]
     assert [f["title"] for f in _history_figures(history[history.run_date < "2026-11-03"], 3)] == []
+
+
+def test_a_less_stable_night_fires_the_rule_and_a_rising_churn_counts_as_worse():
+    history = pd.DataFrame(
+        [
+            ("ext", segment, "full", metric, 10, value, date)
+            for date in ("2026-11-01", "2026-11-02")
+            for segment, metric, value in (
+                ("idle", "stability_rbo", 0.98),
+                ("all", "exposure_churn", 0.10),
+            )
+        ],
+        columns=["model", "segment", "protocol", "metric", "k", "value", "run_date"],
+    )
+    tonight = [
+        MetricRow(model="ext", segment="idle", metric="stability_rbo", k=10, value=0.8, n_users=50),
+        MetricRow(model="ext", segment="all", metric="exposure_churn", k=10, value=0.3, n_users=60),
+    ]
+    rbo = AlertRule(metric="stability_rbo", k=10, segment="idle", max_relative_drop=0.05)
+    churn = AlertRule(metric="exposure_churn", k=10, max_relative_drop=0.5)
+    (rbo_alert,) = regressions(tonight, history, [rbo])
+    assert rbo_alert.startswith("regression: stability_rbo@10 of ext on idle is 0.8000")
+    (churn_alert,) = regressions(tonight, history, [churn])
+    assert "exposure_churn@10 of ext on all is 0.3000" in churn_alert
+    calm = [
+        MetricRow(model="ext", segment="all", metric="exposure_churn", k=10, value=0.05, n_users=60)
+    ]
+    assert regressions(calm, history, [churn]) == []

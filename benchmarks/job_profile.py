@@ -11,6 +11,8 @@ stops Spark to flush the log, and attributes every Spark job to the job stage (`
 
     .venv/bin/python benchmarks/job_profile.py --config conf/demo.yaml
     .venv/bin/python benchmarks/job_profile.py --config conf/demo.yaml --repeat 3  # warm JVM
+    .venv/bin/python benchmarks/job_profile.py --config conf/nightly.yaml \
+        --set run.date=2026-12-02 --previous-date 2026-12-01   # lists: the stability step
     .venv/bin/python benchmarks/job_profile.py --config conf/movielens-100k.yaml \
         --set data.interactions.path=../shared/data/ml-100k/u.data
 """
@@ -18,6 +20,7 @@ stops Spark to flush the log, and attributes every Spark job to the job stage (`
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import sys
 import tempfile
@@ -172,6 +175,12 @@ def main() -> None:
         "wall seconds of those jobs, task seconds)",
     )
     parser.add_argument(
+        "--previous-date",
+        metavar="YYYY-MM-DD",
+        help="first commit the same job for this earlier run date (not profiled), so that "
+        "the profiled run has a previous night: with output.lists, its stability step",
+    )
+    parser.add_argument(
         "--repeat",
         type=int,
         default=1,
@@ -193,6 +202,9 @@ def main() -> None:
     config = load_config(args.config, overrides)
     calls = record_actions() if args.sites else []
     spark = build_session(config.spark, app_name="receval-profile", quiet=True)
+    if args.previous_date:
+        night = config.run.model_copy(update={"date": dt.date.fromisoformat(args.previous_date)})
+        write_reports(evaluate(spark, config.model_copy(update={"run": night})))
     for _ in range(args.repeat):
         calls.clear()
         began = time.time()

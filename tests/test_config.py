@@ -275,6 +275,7 @@ def test_the_nightly_config_alerts_on_the_headline_metrics():
     config = load_config(REPO / "conf" / "nightly.yaml")
     rules = {(r.metric, r.k): r for r in config.evaluation.alerts}
     assert rules[("ndcg", 10)].max_relative_drop == 0.05 and rules[("ndcg", 10)].window == 7
+    assert config.output.lists and rules[("stability_rbo", 10)].segment == "idle"
     assert config.run.date is None  # the scheduler passes run.date
 
 

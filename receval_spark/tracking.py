@@ -59,9 +59,10 @@ def log_run(evaluation: Evaluation, commit: Commit, *, report: Path | None = Non
         for key, value in flat(config.model_dump(mode="json", exclude={"tracking"}))
     ]
     at = int(evaluation.finished_at.timestamp() * 1000)
+    rows = [*evaluation.outcome.metrics, *commit.judgement.stability]  # as committed
     metrics = [
         Metric(metric_key(r.model, r.metric, r.k, r.protocol), r.value, at, 0)
-        for r in evaluation.outcome.metrics
+        for r in rows
         if r.segment == "all" and r.value is not None
     ]
     for start in range(0, max(len(params), len(metrics)), BATCH):
@@ -69,7 +70,7 @@ def log_run(evaluation: Evaluation, commit: Commit, *, report: Path | None = Non
             run_id, metrics=metrics[start : start + BATCH], params=params[start : start + BATCH]
         )
     client.log_dict(run_id, run_summary(evaluation, commit), "summary.json")
-    table = pd.DataFrame([vars(r) for r in evaluation.outcome.metrics])
+    table = pd.DataFrame([vars(r) for r in rows])
     client.log_text(run_id, table.to_csv(index=False), "metrics.csv")
     if report is not None:
         for page in (report, report.with_suffix(".md")):

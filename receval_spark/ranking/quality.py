@@ -133,12 +133,14 @@ def list_facts(
     )
     at = {k: F.max(F.when(F.col(RANK) == k, F.col(SCORE))) for k in {*ks, *(k + 1 for k in ks)}}
     per_user = ranked.groupBy("model", USER).agg(
-        *[at[k].alias(f"_s{k}") for k in sorted(at)], F.max(RANK).alias("_len")
+        *[at[k].alias(f"_s{k}") for k in sorted(at)],
+        # filled slots up to each k (under rank_semantics: positions a list may have gaps)
+        *[_count(F.col(RANK) <= k).alias(f"_n{k}") for k in ks],
     )
     counts = per_user.groupBy("model").agg(
         F.count(F.lit(1)).alias("_users"),
         *[_count(F.col(f"_s{k}") == F.col(f"_s{k + 1}")).alias(f"_tie{k}") for k in ks],
-        *[_count(F.col("_len") >= k).alias(f"_full{k}") for k in ks],
+        *[_count(F.col(f"_n{k}") >= k).alias(f"_full{k}") for k in ks],
     )
     found = {r["model"]: r for r in counts.join(outside, on="model", how="left").collect()}
     return [f for model in models for f in _model_facts(model, found.get(model), ks, n_users)]

@@ -267,6 +267,13 @@ def test_rank_gaps_close_as_an_order_and_stay_empty_as_positions(spark):
     }
     for (model, k), value in ndcg.items():
         assert got[(model, "ndcg", k)] == pytest.approx(value, abs=1e-15), (model, k)
+    # short lists count filled slots up to k: positions 1 and 3 are not a list of 2 at k = 2
+    short = {
+        (f["model"], f["k"]): f["count"]
+        for f in outcome.split["data_quality"]
+        if f["fact"] == "short_lists"
+    }
+    assert short == {("ordered", 2): 0, ("ordered", 4): 2, ("slots", 2): 2, ("slots", 4): 2}
 
 
 def test_rank_semantics_positions_through_set(tmp_path):

@@ -181,7 +181,9 @@ class JobConfig(_Job):
         """The segments of ``metric``'s rows: all and the user segments; the item segments
         (popularity: Rel(u) restricted to head or tail items) for accuracy metrics; ``idle``
         for the per-user stability metrics (the exposure churn: all only)."""
-        kind = registry.definitions()[metric]
+        kind = registry.definitions().get(metric)
+        if kind is None:  # not a metric of this run: the rule's check names it
+            return ["all"]
         if kind.family == "stability" and kind.scope == "group":
             return ["all"]
         names = ["all", "idle"] if kind.family == "stability" else ["all"]

@@ -77,16 +77,21 @@ def _regression(
     rule's relative threshold (the metric's direction from the registry), else None."""
     if mean == 0:
         return None
-    sign = 1.0 if definitions(protocol)[rule.metric].larger_is_better else -1.0
+    sign = better_sign(rule, protocol)
     if sign * (value - mean) / mean >= -rule.max_relative_drop:
         return None
-    name = f"{rule.metric}@{rule.k}" if rule.k is not None else rule.metric
     return (
-        f"regression: {name} of {model} on {rule.segment} is {value:.4f}, "
+        f"regression: {rule.label} of {model} on {rule.segment} is {value:.4f}, "
         f"{100 * abs(value - mean) / mean:.1f}% "
         f"{'above' if sign < 0 else 'below'} its mean {mean:.4f} over the previous "
         f"{n_dates} run dates (threshold {100 * rule.max_relative_drop:g}%)"
     )
+
+
+def better_sign(rule: AlertRule, protocol: str) -> float:
+    """+1 where a larger value of the rule's metric is better (registry ``larger_is_better``),
+    -1 where a smaller one is."""
+    return 1.0 if definitions(protocol)[rule.metric].larger_is_better else -1.0
 
 
 def _confirmed(
@@ -99,7 +104,7 @@ def _confirmed(
 ) -> str | None:
     """``message`` with the paired test that confirms it (the model against its own per-user
     values of the rule's earlier dates, significant after Holm), or None without one."""
-    sign = 1.0 if definitions(protocol)[rule.metric].larger_is_better else -1.0
+    sign = better_sign(rule, protocol)
     dates = rule.earlier_dates(per_user_dates)
     baseline = earlier_baseline(model, dates) if dates else None
     paired = _comparison(comparisons, rule, model, baseline, protocol)

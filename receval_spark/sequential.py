@@ -42,10 +42,10 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from receval_spark.alerts import better_sign
 from receval_spark.columns import USER
 from receval_spark.config import AlertRule
 from receval_spark.metrics.compare import COMPARISON_KEYS, earlier_differences
-from receval_spark.registry import definitions
 from receval_spark.results import ComparisonRow, MetricRow, earlier_baseline
 
 EVERY_DATE_MARK = " (every date)"
@@ -205,12 +205,10 @@ def _judged(
     found = evidence(
         nights, mixing_variance=tau * tau, shared=1.0 / (len(dates) + 1), horizon=rule.horizon
     )
-    sign = 1.0 if definitions(protocol)[rule.metric].larger_is_better else -1.0
-    if found.p_value > rule.alpha or sign * found.estimate >= 0:
+    if found.p_value > rule.alpha or better_sign(rule, protocol) * found.estimate >= 0:
         return None
-    name = f"{rule.metric}@{rule.k}" if rule.k is not None else rule.metric
     return (
-        f"regression: {name} of {model} on {rule.segment}: sequential test (mixture SPRT) "
+        f"regression: {rule.label} of {model} on {rule.segment}: sequential test (mixture SPRT) "
         f"over {len(nights)} nights since {rule.start} against {baseline}: estimated change "
         f"{found.estimate:+.4f} (se {found.std_error:.4f}), always-valid p {found.p_value:.2g} "
         f"<= {rule.alpha:g} (tau {tau:.4g})"

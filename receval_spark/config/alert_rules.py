@@ -79,6 +79,11 @@ class AlertRule(_Strict):
     )
 
     @property
+    def label(self) -> str:
+        """The watched number as messages name it: ``metric@k`` (``metric`` without a k)."""
+        return f"{self.metric}@{self.k}" if self.k is not None else self.metric
+
+    @property
     def sequential(self) -> bool:
         """Whether the always-valid sequential test decides (``significance: sequential``)."""
         return self.significance == "sequential"

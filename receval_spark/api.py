@@ -45,6 +45,7 @@ from receval_spark.report.render import load_report, write_report
 from receval_spark.results import (
     REPORT_SCHEMAS,
     Outcome,
+    attribution_table,
     comparisons_table,
     metrics_table,
     runs_table,
@@ -226,6 +227,9 @@ def _commit(
         tables["per_user"] = evaluation.per_user
     if evaluation.lists is not None:
         tables["lists"] = evaluation.lists
+    if judgement.attribution:
+        rows = attribution_table(spark, judgement.attribution, run_id=evaluation.run_id)
+        tables["attribution"] = rows.coalesce(1)
     record = run_record(
         spark,
         config,

@@ -257,8 +257,11 @@ def evaluate_command(config_path: str, overrides: tuple[str, ...], remote: str |
             for name, seconds in {**evaluation.stage_seconds, "write": commit.seconds}.items()
         )
     )
+    windows = outcome.split.get("windows")
+    if windows:
+        click.echo(f"  rolling backtest: {len(windows)} windows; pooled over them (metrics.window)")
     for row in sorted(outcome.metrics, key=lambda r: (r.model, r.metric, r.k or 0)):
-        if row.segment == "all" and row.metric in HEADLINE_METRICS:
+        if row.segment == "all" and row.metric in HEADLINE_METRICS and row.window is None:
             name = f"{row.metric}@{row.k}" if row.k is not None else row.metric
             click.echo(
                 f"  {row.model:<16} {name + ' ' + _protocol(row.protocol):<22} {row.value:.4f}"
@@ -267,7 +270,10 @@ def evaluate_command(config_path: str, overrides: tuple[str, ...], remote: str |
     headline = [
         c
         for c in commit.comparisons
-        if c.segment == "all" and c.metric in HEADLINE_METRICS and c.protocol == "full"
+        if c.segment == "all"
+        and c.metric in HEADLINE_METRICS
+        and c.protocol == "full"
+        and c.window is None
     ]
     for c in sorted(headline, key=lambda c: (c.model, c.metric, c.k or 0)):
         click.echo(

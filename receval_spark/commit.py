@@ -46,6 +46,7 @@ REPORT_DATASETS = (
     "off_policy",
     "per_user",
     "lists",
+    "attribution",
     "runs",
 )
 
@@ -209,7 +210,8 @@ def read_committed(
     committed: Mapping[str, RunState] | None = None,
 ) -> DataFrame:
     """The committed rows of one report dataset (every run date, or ``dates``), with a string
-    ``run_date`` column; no rows (in ``schema``) when nothing is committed."""
+    ``run_date`` column; no rows (in ``schema``) when nothing is committed; a column of
+    ``schema`` that no file read has is null."""
     root = report_root(output_path)
     paths = committed_paths(spark, output_path, dataset, dates, committed=committed)
     if not paths:
@@ -221,6 +223,9 @@ def read_committed(
         .parquet(*paths)
         .drop(RUN_PARTITION)
     )
+    # columns added since some of these dates were written read as null there
+    missing = [f for f in schema.fields if f.name not in rows.columns]
+    rows = rows.withColumns({f.name: F.lit(None).cast(f.dataType) for f in missing})
     return rows.withColumn("run_date", F.col("run_date").cast("string"))
 
 

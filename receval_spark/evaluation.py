@@ -16,8 +16,9 @@ import pyspark
 from pyspark.sql import DataFrame, SparkSession
 
 from receval_spark import __version__
+from receval_spark.attribution import Segmentation, user_segmentations
 from receval_spark.cache import CachedTables
-from receval_spark.config import JobConfig, SessionJobConfig
+from receval_spark.config import JobConfig, RollingSplit, SessionJobConfig
 from receval_spark.judgement import Judgement, judge_outcome
 from receval_spark.results import (
     Check,
@@ -240,6 +241,21 @@ def run_record(
     )
 
 
+def rolling(config: JobConfig | SessionJobConfig) -> bool:
+    """Whether ``config`` is a rolling backtest (docs/evaluation.md#rolling-backtests)."""
+    return isinstance(config, JobConfig) and isinstance(config.split, RollingSplit)
+
+
+def _segmentations(config: JobConfig | SessionJobConfig) -> list[Segmentation]:
+    """The user segmentations of a ranking run's change attribution (none for sessions)."""
+    if not isinstance(config, JobConfig):
+        return []
+    named = config.evaluation.user_segments
+    return user_segmentations(
+        config.evaluation.segments, named.label if named is not None else None
+    )
+
+
 def judge_run(
     outcome: Outcome,
     config: JobConfig | SessionJobConfig,
@@ -267,8 +283,10 @@ def judge_run(
         dataclasses.replace(outcome, metrics=[*outcome.metrics, *stability]),
         run_date=run_date.isoformat(),
         rules=config.evaluation.alerts,
-        per_user=per_user if isinstance(config, JobConfig) else None,
+        # a rolling backtest's users are not compared with earlier dates' (docs/evaluation.md)
+        per_user=per_user if isinstance(config, JobConfig) and not rolling(config) else None,
         spark=spark,
         output=output,
+        segmentations=_segmentations(config),
     )
     return dataclasses.replace(judged, stability=stability)

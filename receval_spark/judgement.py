@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from receval_spark.alerts import regressions
+from receval_spark.attribution import Segmentation, shift_share
 from receval_spark.commit import (
     RunState,
     committed_runs,
@@ -29,7 +30,13 @@ from receval_spark.commit import (
 )
 from receval_spark.config import AlertRule
 from receval_spark.metrics.compare import comparison_rows, earlier_differences, holm_adjusted
-from receval_spark.results import REPORT_SCHEMAS, ComparisonRow, MetricRow, Outcome
+from receval_spark.results import (
+    REPORT_SCHEMAS,
+    AttributionRow,
+    ComparisonRow,
+    MetricRow,
+    Outcome,
+)
 from receval_spark.sequential import EVERY_DATE_MARK, reference_differences, sequential_alerts
 
 SUCCEEDED, REGRESSED, FAILED_CHECKS = "succeeded", "regressed", "failed_checks"
@@ -43,7 +50,8 @@ class Judgement:
     failed, else ``regressed`` if an alert fired, else ``succeeded``), and the earlier
     ``output`` dates it read per-user rows of (ascending); ``stability``: the
     night-over-night stability rows of the ``metrics`` dataset (``output.lists``), which the
-    alerts saw with tonight's metrics."""
+    alerts saw with tonight's metrics; ``attribution``: the shift-share rows of tonight's
+    per-user metrics against the previous committed date (receval_spark.attribution)."""
 
     output: str | None
     comparisons: list[ComparisonRow] = field(repr=False)
@@ -51,6 +59,7 @@ class Judgement:
     status: str
     earlier_dates: list[str] = field(default_factory=list)
     stability: list[MetricRow] = field(default_factory=list, repr=False)
+    attribution: list[AttributionRow] = field(default_factory=list, repr=False)
 
 
 def judge_outcome(
@@ -61,11 +70,14 @@ def judge_outcome(
     per_user: DataFrame | None,
     spark: SparkSession,
     output: str | None,
+    segmentations: Sequence[Segmentation] = (),
 ) -> Judgement:
     """The :class:`Judgement` of one outcome of run date ``run_date`` against the committed
     history at ``output`` (None: no history). ``per_user``: tonight's per-user table in the
     ``per_user`` dataset's columns (None: no comparison with earlier dates). One Holm
-    adjustment, over tonight's baseline comparisons and the earlier-date ones together."""
+    adjustment, over tonight's baseline comparisons and the earlier-date ones together. The
+    change attribution runs over ``segmentations`` against the latest earlier date's
+    ``metrics`` rows, read with the alerts' history (one read)."""
     committed = committed_runs(read_log(spark, report_root(output))) if output else {}
     earlier = sorted(
         date
@@ -79,31 +91,116 @@ def judge_outcome(
             spark, output, per_user, earlier, _references(rules, earlier, run_date), committed
         )
     comparisons = holm_adjusted(own) if own else []
-    alerts: list[str] = []
-    if rules and output is not None:
-        history = read_committed(
-            spark, output, "metrics", schema=REPORT_SCHEMAS["metrics"], committed=committed
-        ).filter(F.col("run_date") < run_date)
-        metrics = history.toPandas()
-        alerts = regressions(
-            outcome.metrics, metrics, rules, comparisons=comparisons, per_user_dates=earlier
+    alerts, attribution = (
+        _against_history(
+            outcome,
+            Tonight(run_date, rules, comparisons, earlier, segmentations),
+            spark=spark,
+            output=output,
+            committed=committed,
         )
-        alerts += sequential_alerts(
-            outcome.metrics,
-            metrics,
-            rules,
-            comparisons=comparisons,
-            past=_sequential_history(spark, output, rules, run_date, committed),
-            per_user_dates=earlier,
-            run_date=run_date,
-        )
+        if output is not None
+        else ([], [])
+    )
     return Judgement(
         output=output,
         comparisons=comparisons,
         alerts=alerts,
         status=run_status(outcome, alerts),
         earlier_dates=earlier,
+        attribution=attribution,
     )
+
+
+@dataclass(frozen=True)
+class Tonight:
+    """What the judgement of the history needs of tonight: the run date, the alert rules,
+    the adjusted comparisons, the earlier dates with per-user rows and the segmentations of
+    the change attribution."""
+
+    run_date: str
+    rules: Sequence[AlertRule]
+    comparisons: list[ComparisonRow]
+    per_user_dates: list[str]
+    segmentations: Sequence[Segmentation]
+
+
+def _against_history(
+    outcome: Outcome,
+    tonight: Tonight,
+    *,
+    spark: SparkSession,
+    output: str,
+    committed: Mapping[str, RunState],
+) -> tuple[list[str], list[AttributionRow]]:
+    """(the alerts that fired, the attribution rows): the regression and sequential rules
+    over the ``metrics`` history before tonight, and the shift-share decomposition against
+    the latest earlier date with ``metrics`` (one read of that dataset: every earlier date
+    with rules, else that date only)."""
+    run_date, rules = tonight.run_date, tonight.rules
+    previous = max(
+        (d for d, state in committed.items() if d < run_date and "metrics" in state.datasets),
+        default=None,
+    )
+    if not rules and not (tonight.segmentations and previous):
+        return [], []
+    metrics: pd.DataFrame = (
+        read_committed(
+            spark,
+            output,
+            "metrics",
+            schema=REPORT_SCHEMAS["metrics"],
+            dates=None if rules or previous is None else [previous],
+            committed=committed,
+        )
+        .filter((F.col("run_date") < run_date) & F.col("window").isNull())
+        .toPandas()
+    )
+    tonight_rows = [r for r in outcome.metrics if r.window is None]  # rolling: the pooled
+    attribution = (
+        shift_share(
+            tonight_rows,
+            metric_rows(metrics[metrics["run_date"] == previous]),
+            tonight.segmentations,
+            previous_date=previous,
+        )
+        if previous is not None
+        else []
+    )
+    if not rules:
+        return [], attribution
+    alerts = regressions(
+        tonight_rows,
+        metrics,
+        rules,
+        comparisons=tonight.comparisons,
+        per_user_dates=tonight.per_user_dates,
+    ) + sequential_alerts(
+        tonight_rows,
+        metrics,
+        rules,
+        comparisons=tonight.comparisons,
+        past=_sequential_history(spark, output, rules, run_date, committed),
+        per_user_dates=tonight.per_user_dates,
+        run_date=run_date,
+    )
+    return alerts, attribution
+
+
+def metric_rows(frame: pd.DataFrame) -> list[MetricRow]:
+    """The ``metrics`` dataset's rows of a pandas frame (a null k: None) as MetricRows."""
+    return [
+        MetricRow(
+            model=r.model,
+            segment=r.segment,
+            protocol=r.protocol,
+            metric=r.metric,
+            k=None if pd.isna(r.k) else int(r.k),
+            value=None if pd.isna(r.value) else float(r.value),
+            n_users=int(r.n_users),
+        )
+        for r in frame.itertuples()
+    ]
 
 
 def run_status(outcome: Outcome, alerts: Sequence[str]) -> str:

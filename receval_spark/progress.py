@@ -74,7 +74,7 @@ class StageClock:
         if failed:
             LOGGER.info("%s · %s failed after %.1f s", self._run, self._stage, seconds)
         else:
-            self.seconds[self._stage] = seconds
+            self.seconds[self._stage] = self.seconds.get(self._stage, 0.0) + seconds
             facts = ", ".join(f"{key} {_number(value)}" for key, value in self._details.items())
             suffix = f" ({facts})" if facts else ""
             LOGGER.info("%s · %s done in %.1f s%s", self._run, self._stage, seconds, suffix)

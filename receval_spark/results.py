@@ -47,6 +47,7 @@ class MetricRow:
     std: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
+    window: int | None = field(default=None, metadata=INTEGER)  # rolling: 1..n, pooled: None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,6 +78,7 @@ class ComparisonRow:
     holm_family_size: int | None = None
     effect_size: float | None = None
     mde: float | None = None
+    window: int | None = field(default=None, metadata=INTEGER)  # rolling: 1..n, pooled: None
 
 
 # a comparison of a model with its own values of earlier run dates has the baseline
@@ -95,6 +97,28 @@ def earlier_baseline(model: str, dates: Sequence[str]) -> str:
 def against_own_previous_date(model: str, baseline: str) -> bool:
     """Whether a comparison's baseline is the model's own values of earlier run dates."""
     return baseline.startswith(f"{model}{PREVIOUS_DATE_MARK}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttributionRow:
+    """One segment's part in a per-user metric's change since ``previous_date``
+    (receval_spark.attribution; docs/nightly.md#change-attribution): its share of the
+    evaluated users and its value on both nights, and its mix and within parts; segment
+    ``all`` holds the totals (shares 1, the values of segment all, the parts' sums)."""
+
+    model: str
+    protocol: str = "full"
+    metric: str
+    k: int | None = field(metadata=INTEGER)
+    previous_date: str
+    segmentation: str
+    segment: str
+    share_previous: float
+    share: float
+    value_previous: float | None
+    value: float | None
+    mix: float
+    within: float
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -214,6 +238,7 @@ RUN_ID = T.StructField("run_id", T.StringType(), False)
 METRICS_SCHEMA = T.StructType([RUN_ID, *spark_schema(MetricRow).fields])
 COMPARISONS_SCHEMA = T.StructType([RUN_ID, *spark_schema(ComparisonRow).fields])
 OFF_POLICY_SCHEMA = T.StructType([RUN_ID, *spark_schema(OffPolicyRow).fields])
+ATTRIBUTION_SCHEMA = T.StructType([RUN_ID, *spark_schema(AttributionRow).fields])
 RUNS_SCHEMA = spark_schema(RunRecord)
 _TEXT, _INT, _LONG = T.StringType(), T.IntegerType(), T.LongType()
 PER_USER_SCHEMA = T.StructType(
@@ -223,6 +248,7 @@ PER_USER_SCHEMA = T.StructType(
             *[(c, _TEXT) for c in ("run_id", "model", "segment", USER, "metric")],
             ("k", _INT),
             ("value", T.DoubleType()),
+            ("window", _INT),
         ]
     ]
 )
@@ -259,13 +285,14 @@ REPORT_SCHEMAS: dict[str, T.StructType] = {
     "off_policy": OFF_POLICY_SCHEMA,
     "per_user": PER_USER_SCHEMA,
     "lists": LISTS_SCHEMA,
+    "attribution": ATTRIBUTION_SCHEMA,
     "runs": RUNS_SCHEMA,
 }
 
 
 def metrics_table(spark: SparkSession, rows: Sequence[MetricRow], *, run_id: str) -> DataFrame:
     """The ``metrics`` dataset for one run, ordered by model, segment, metric, k."""
-    ordered = sorted(rows, key=lambda r: (r.model, r.segment, r.metric, r.k or 0))
+    ordered = sorted(rows, key=lambda r: (r.window or 0, r.model, r.segment, r.metric, r.k or 0))
     return spark.createDataFrame([(run_id, *_cells(r)) for r in ordered], METRICS_SCHEMA)
 
 
@@ -273,7 +300,7 @@ def comparisons_table(
     spark: SparkSession, rows: Sequence[ComparisonRow], *, run_id: str
 ) -> DataFrame:
     """The ``comparisons`` dataset for one run, ordered by model, segment, metric, k."""
-    ordered = sorted(rows, key=lambda r: (r.model, r.segment, r.metric, r.k or 0))
+    ordered = sorted(rows, key=lambda r: (r.window or 0, r.model, r.segment, r.metric, r.k or 0))
     return spark.createDataFrame([(run_id, *_cells(r)) for r in ordered], COMPARISONS_SCHEMA)
 
 
@@ -285,13 +312,22 @@ def off_policy_table(
     return spark.createDataFrame([(run_id, *_cells(r)) for r in ordered], OFF_POLICY_SCHEMA)
 
 
+def attribution_table(
+    spark: SparkSession, rows: Sequence[AttributionRow], *, run_id: str
+) -> DataFrame:
+    """The ``attribution`` dataset for one run, ordered by model, metric, k, segmentation."""
+    ordered = sorted(rows, key=lambda r: (r.model, r.protocol, r.metric, r.k or 0, r.segmentation))
+    return spark.createDataFrame([(run_id, *_cells(r)) for r in ordered], ATTRIBUTION_SCHEMA)
+
+
 def runs_table(spark: SparkSession, record: RunRecord) -> DataFrame:
     """The ``runs`` dataset: one row for one run."""
     return spark.createDataFrame([_cells(record)], RUNS_SCHEMA)
 
 
 def per_user_table(per_user_long: DataFrame, *, run_id: str) -> DataFrame:
-    """The ``per_user`` dataset: run_id, model, segment, user_id (string), metric, k, value."""
+    """The ``per_user`` dataset: run_id, model, segment, user_id (string), metric, k, value,
+    window (a rolling backtest's window; else null)."""
     return per_user_long.select(
         F.lit(run_id).alias("run_id"),
         "model",
@@ -300,6 +336,9 @@ def per_user_table(per_user_long: DataFrame, *, run_id: str) -> DataFrame:
         "metric",
         F.col("k").cast("int").alias("k"),
         F.col("value").cast("double").alias("value"),
+        (F.col("window") if "window" in per_user_long.columns else F.lit(None))
+        .cast("int")
+        .alias("window"),
     )
 
 

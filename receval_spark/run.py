@@ -32,7 +32,7 @@ from receval_spark.commit import refuse_if_held
 from receval_spark.config import JobConfig, SessionJobConfig
 from receval_spark.io import local_path
 from receval_spark.registry import HEADLINE_METRICS
-from receval_spark.results import MetricRow
+from receval_spark.results import AttributionRow, MetricRow
 
 
 @dataclass(frozen=True)
@@ -109,8 +109,8 @@ def _track(
 def run_summary(evaluation: Evaluation, commit: Commit) -> dict[str, Any]:
     """What a scheduler reads of a finished run (``--summary-json``): identity, status, stage
     seconds, the headline metrics and comparisons (segment all), the night-over-night stability
-    (``output.lists``: segments all and idle), checks, alerts, warnings and the data-quality
-    facts."""
+    (``output.lists``: segments all and idle), the change attribution of the headline metrics
+    since the previous date, checks, alerts, warnings and the data-quality facts."""
     outcome = evaluation.outcome
     session = evaluation.protocol == "session"
     headline = [
@@ -124,7 +124,7 @@ def run_summary(evaluation: Evaluation, commit: Commit) -> dict[str, Any]:
             "ci_high": r.ci_high,
         }
         for r in sorted(outcome.metrics, key=lambda r: (r.model, r.metric, r.k or 0, r.protocol))
-        if r.segment == "all" and (session or r.metric in HEADLINE_METRICS)
+        if r.segment == "all" and (session or r.metric in HEADLINE_METRICS) and r.window is None
     ]
     comparisons = [
         {
@@ -141,7 +141,7 @@ def run_summary(evaluation: Evaluation, commit: Commit) -> dict[str, Any]:
             "mde": c.mde,
         }
         for c in sorted(commit.comparisons, key=lambda c: (c.model, c.baseline, c.metric, c.k or 0))
-        if c.segment == "all" and c.metric in HEADLINE_METRICS
+        if c.segment == "all" and c.metric in HEADLINE_METRICS and c.window is None
     ]
     return {
         "run_id": commit.run_id,
@@ -158,6 +158,8 @@ def run_summary(evaluation: Evaluation, commit: Commit) -> dict[str, Any]:
         "metrics": headline,
         "comparisons": comparisons,
         "stability": _stability_summary(commit.judgement.stability),
+        "attribution": _attribution_summary(commit.judgement.attribution),
+        "windows": _window_summary(outcome.metrics, outcome.split.get("windows", [])),
         "checks": [dataclasses.asdict(c) for c in evaluation.checks],
         "alerts": commit.alerts,
         "warnings": evaluation.warnings,
@@ -180,4 +182,45 @@ def _stability_summary(rows: Sequence[MetricRow]) -> list[dict[str, Any]]:
         }
         for r in sorted(rows, key=lambda r: (r.model, r.metric, r.k or 0, r.segment))
         if r.segment in ("all", "idle")
+    ]
+
+
+def _attribution_summary(rows: Sequence[AttributionRow]) -> list[dict[str, Any]]:
+    """The change attribution's totals (segment all) of the headline metrics: each model's
+    change since the previous date, split into its mix and within parts per segmentation."""
+    return [
+        {
+            "model": r.model,
+            "metric": r.metric,
+            "k": r.k,
+            "protocol": r.protocol,
+            "previous_date": r.previous_date,
+            "segmentation": r.segmentation,
+            "change": None
+            if r.value is None or r.value_previous is None
+            else r.value - r.value_previous,
+            "mix": r.mix,
+            "within": r.within,
+        }
+        for r in rows
+        if r.segment == "all" and r.metric in HEADLINE_METRICS
+    ]
+
+
+def _window_summary(rows: Sequence[MetricRow], windows: Sequence[dict[str, Any]]) -> list[Any]:
+    """A rolling backtest's headline metrics (segment all) per window, with its test period."""
+    return [
+        {
+            "window": r.window,
+            "test_start": windows[r.window - 1].get("cutoff"),
+            "test_end": windows[r.window - 1].get("test_end"),
+            "model": r.model,
+            "metric": r.metric,
+            "k": r.k,
+            "protocol": r.protocol,
+            "value": r.value,
+            "n_users": r.n_users,
+        }
+        for r in sorted(rows, key=lambda r: (r.window or 0, r.model, r.metric, r.k or 0))
+        if r.window is not None and r.segment == "all" and r.metric in HEADLINE_METRICS
     ]

@@ -59,7 +59,10 @@ def log_run(evaluation: Evaluation, commit: Commit, *, report: Path | None = Non
         for key, value in flat(config.model_dump(mode="json", exclude={"tracking"}))
     ]
     at = int(evaluation.finished_at.timestamp() * 1000)
-    rows = [*evaluation.outcome.metrics, *commit.judgement.stability]  # as committed
+    # as committed; a rolling backtest's pooled rows (its windows' are in metrics.csv)
+    rows = [
+        r for r in (*evaluation.outcome.metrics, *commit.judgement.stability) if r.window is None
+    ]
     metrics = [
         Metric(metric_key(r.model, r.metric, r.k, r.protocol), r.value, at, 0)
         for r in rows

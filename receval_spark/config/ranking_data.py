@@ -4,10 +4,12 @@ docs/evaluation.md#relevance-and-evaluated-users)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import math
+import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from receval_spark.config.common import Timepoint, _FileSource, _Strict
 
@@ -323,8 +325,63 @@ class GivenSplit(_Strict):
     )
 
 
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def _duration(value: object) -> object:
+    """``<n><unit>`` (unit s, m, h, d or w; e.g. ``7d``, ``12h``) as a timedelta; other
+    values (seconds, ISO 8601 ``P7D``) as pydantic reads a timedelta."""
+    if isinstance(value, str) and (match := re.fullmatch(r"\s*(\d+)\s*([smhdw])\s*", value)):
+        return dt.timedelta(seconds=int(match[1]) * _UNIT_SECONDS[match[2]])
+    return value
+
+
+def _positive(value: dt.timedelta) -> dt.timedelta:
+    if value <= dt.timedelta(0):
+        raise ValueError("a duration must be positive (e.g. 7d, 12h)")
+    return value
+
+
+Duration = Annotated[dt.timedelta, BeforeValidator(_duration), AfterValidator(_positive)]
+
+
+class RollingSplit(_Strict):
+    """A rolling backtest (docs/evaluation.md#rolling-backtests): ``windows`` consecutive test
+    windows of ``test_length``, ``step`` apart, the last ending at ``end``; window w's test is
+    [start_w, start_w + test_length) and its train everything before start_w (its validation,
+    with ``validation_length``, the last stretch of that train), every model refit per window."""
+
+    method: Literal["rolling"] = Field(description="Consecutive global cuts, refit before each.")
+    windows: int = Field(ge=2, le=52, description="How many test windows (2-52).")
+    test_length: Duration = Field(description="Each test window's length: `7d`, `12h`, `2w`.")
+    step: Duration | None = Field(
+        default=None,
+        description="From one window's start to the next one's; null: `test_length` (windows "
+        "side by side).",
+    )
+    end: Timepoint | None = Field(
+        default=None,
+        description="Where the last test window ends (exclusive); null: just after the log's "
+        "last timestamp.",
+    )
+    validation_length: Duration | None = Field(
+        default=None,
+        description="The end of each window's train kept as its validation part for tuning "
+        "grids; null: none.",
+    )
+
+    @property
+    def stride(self) -> dt.timedelta:
+        return self.step if self.step is not None else self.test_length
+
+
 SplitConfig = Annotated[
-    GlobalTemporalSplit | LeaveLastNSplit | UserRandomSplit | UserHoldoutSplit | GivenSplit,
+    GlobalTemporalSplit
+    | LeaveLastNSplit
+    | UserRandomSplit
+    | UserHoldoutSplit
+    | GivenSplit
+    | RollingSplit,
     Field(discriminator="method"),
 ]
 

@@ -17,6 +17,7 @@ from receval_spark.config.ranking_data import (
     InteractionsSource,
     LeaveLastNSplit,
     RelevanceConfig,
+    RollingSplit,
     SplitConfig,
 )
 from receval_spark.config.ranking_evaluation import EvaluationConfig, OffPolicyConfig
@@ -84,6 +85,7 @@ class JobConfig(_Job):
         names = [m.name for m in self.models]
         _check_model_names(names)
         self._check_given_split()
+        self._check_rolling()
         self._check_models()
         if self.task == "rating_prediction":
             return self
@@ -92,7 +94,7 @@ class JobConfig(_Job):
                 f"evaluation.baseline: {self.evaluation.baseline!r} is not a configured model; "
                 f"use one of {names} or null"
             )
-        needs_time = isinstance(self.split, GlobalTemporalSplit | LeaveLastNSplit)
+        needs_time = isinstance(self.split, GlobalTemporalSplit | LeaveLastNSplit | RollingSplit)
         if needs_time and self.data.interactions.columns.timestamp is None:
             raise ValueError(
                 f"split.method: {self.split.method} needs data.interactions.columns.timestamp"
@@ -203,6 +205,26 @@ class JobConfig(_Job):
         ):
             names.append(f"{settings.item_segments.label}=*")
         return names
+
+    def _check_rolling(self) -> None:
+        """A rolling backtest reports every window and the pooled values of the ranking
+        task; what compares one night's single split with another's is not defined there."""
+        if not isinstance(self.split, RollingSplit):
+            return
+        refused = {
+            "task: rating_prediction": self.task == "rating_prediction",
+            "output.lists": self.output.lists,
+            "data.impressions": self.data.impressions is not None,
+            "evaluation.alerts with a significance test": any(
+                rule.significance is not None for rule in self.evaluation.alerts
+            ),
+        }
+        for what, present in refused.items():
+            if present:
+                raise ValueError(
+                    f"split.method: rolling does not support {what}; remove it, or evaluate "
+                    "one split (global_temporal) for it"
+                )
 
     def _check_given_split(self) -> None:
         """``split.method: given`` reads data.train (optional) and data.test instead of

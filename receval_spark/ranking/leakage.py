@@ -9,7 +9,12 @@ from dataclasses import dataclass, field
 from pyspark.sql import functions as F
 
 from receval_spark.columns import TIMESTAMP, USER
-from receval_spark.config.ranking_data import GivenSplit, GlobalTemporalSplit, SplitConfig
+from receval_spark.config.ranking_data import (
+    GivenSplit,
+    GlobalTemporalSplit,
+    RollingSplit,
+    SplitConfig,
+)
 from receval_spark.expressions import iso_micros
 from receval_spark.ranking.checks import temporal_leakage_check
 from receval_spark.ranking.split import Split
@@ -35,7 +40,7 @@ def split_leakage(config: SplitConfig, split: Split, *, timestamps: bool) -> Lea
     per user (:func:`given_leakage`); nothing for the other methods (their leaky ones are
     warned about by :func:`~receval_spark.ranking.checks.run_warnings`). ``timestamps``:
     whether every part carries them."""
-    if isinstance(config, GlobalTemporalSplit):
+    if isinstance(config, GlobalTemporalSplit | RollingSplit):
         return Leakage([temporal_leakage_check(split)])
     if not isinstance(config, GivenSplit):
         return Leakage()

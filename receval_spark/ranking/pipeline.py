@@ -18,7 +18,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from receval_spark.columns import USER
-from receval_spark.config import EvaluationConfig, JobConfig, OffPolicyConfig
+from receval_spark.config import EvaluationConfig, JobConfig, OffPolicyConfig, RollingSplit
 from receval_spark.metrics.aggregate import union_all
 from receval_spark.metrics.compare import compare_run
 from receval_spark.metrics.stability import NightLists, night_lists
@@ -52,12 +52,14 @@ from receval_spark.ranking.rating_task import (
     rating_rows,
     unpredicted_warnings,
 )
+from receval_spark.ranking.rolling import pooled_outcome
 from receval_spark.ranking.sampled import sampled_protocol
 from receval_spark.ranking.split import (
     PartCounts,
     Split,
     describe_split,
     history_row_count,
+    rolling_splits,
     split_interactions,
 )
 from receval_spark.ranking.tuning import choose_models
@@ -178,10 +180,26 @@ def evaluate_ranking(
     (DataFrames in, the outcome out; nothing is written): the steps of docs/evaluation.md, one
     call each, every step given the config sections it reads. Its stages: ``JOB_STAGES``, and
     off_policy (before checks) with data.impressions (docs/usage.md)."""
-    settings, ks = config.evaluation, config.evaluation.k
     clock = clock or StageClock()  # running the read stage, when given
     clock.start("split")
+    if isinstance(config.split, RollingSplit):
+        windows = rolling_splits(config.split, inputs.interactions)
+        outcomes = []
+        for split in windows:
+            outcomes.append(evaluate_split(config, inputs, split, clock=clock))
+            clock.start("split")
+        clock.stop()
+        return pooled_outcome(outcomes, baseline=config.evaluation.baseline)
     split = split_interactions(config.split, inputs.interactions, inputs.given_split)
+    return evaluate_split(config, inputs, split, clock=clock)
+
+
+def evaluate_split(
+    config: JobConfig, inputs: Inputs, split: Split, *, clock: StageClock
+) -> Outcome:
+    """Everything after the split step, for one split (a rolling backtest's window: one
+    call each), the split stage running."""
+    settings, ks = config.evaluation, config.evaluation.k
     head = RunFacts.of_split(split, settings)
     if config.task == "rating_prediction":
         return _rating_prediction(config, split, head, clock, inputs.recommendations)

@@ -6,6 +6,7 @@ first by ``time_points`` (one small aggregate), so the split itself takes litera
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import math
@@ -22,6 +23,7 @@ from receval_spark.config.ranking_data import (
     GivenSplit,
     GlobalTemporalSplit,
     LeaveLastNSplit,
+    RollingSplit,
     UserHoldoutSplit,
     UserRandomSplit,
 )
@@ -259,6 +261,46 @@ def given_split(config: GivenSplit, train: DataFrame | None, test: DataFrame) ->
     if config.cutoff is not None:
         params["cutoff"] = iso(to_datetime(config.cutoff))
     return Split(train=test.limit(0) if train is None else train, test=test, params=params)
+
+
+def rolling_splits(config: RollingSplit, interactions: DataFrame) -> list[Split]:
+    """The windows of a rolling backtest, oldest first (docs/evaluation.md#rolling-backtests):
+    the last test window ends at ``end`` (default: just after the last timestamp), window w of
+    n starts at end - test_length - (n - w)·step; its test is [start, start + test_length),
+    its train every interaction before start (before start - validation_length, with that
+    stretch as validation). One aggregate finds the data's bounds; an empty train is an error
+    naming them."""
+    lo, hi, _ = time_points(interactions)
+    end = to_datetime(config.end) if config.end is not None else hi + dt.timedelta(microseconds=1)
+    n, length = config.windows, config.test_length
+    starts = [end - length - (n - w) * config.stride for w in range(1, n + 1)]
+    first_train_end = starts[0] - (config.validation_length or dt.timedelta(0))
+    if first_train_end <= lo:
+        raise InputError(
+            f"split: the first of {n} rolling windows starts at {iso(starts[0])}, so its train "
+            f"(before {iso(first_train_end)}) is empty: the data's timestamps run from "
+            f"{iso(lo)} to {iso(hi)}; use fewer windows, a shorter test_length or step, or a "
+            "later split.end."
+        )
+    ts = F.col(TIMESTAMP)
+    validation = config.validation_length
+    splits = []
+    for w, start in enumerate(starts, 1):
+        test = interactions.filter((ts >= F.lit(start)) & (ts < F.lit(start + length)))
+        params: dict[str, Any] = {
+            "method": "rolling",
+            "window": w,
+            "windows": n,
+            "cutoff": iso(start),
+            "test_end": iso(start + length),
+        }
+        split = global_temporal_split(
+            interactions.filter(ts < F.lit(start)),
+            cutoff=start,
+            validation_cutoff=start - validation if validation is not None else None,
+        )
+        splits.append(dataclasses.replace(split, test=test, params={**split.params, **params}))
+    return splits
 
 
 def split_interactions(

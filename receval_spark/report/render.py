@@ -21,6 +21,8 @@ from receval_spark.commit import committed_runs, read_committed, read_log, repor
 from receval_spark.errors import InputError
 from receval_spark.registry import SESSION_PROTOCOL
 from receval_spark.report import plots
+from receval_spark.report.backtest import window_table
+from receval_spark.report.nightly import attribution_sentences, stability_sentences
 from receval_spark.report.run_record import quality_rows, split_parts, split_settings
 from receval_spark.results import (
     PREVIOUS_DATE_MARK,
@@ -54,6 +56,8 @@ class ReportData:
     history: pd.DataFrame  # segment-"all" metrics of this and every earlier date, with run_date
     off_policy: pd.DataFrame = field(default_factory=pd.DataFrame)  # empty without impressions
     sampled: pd.DataFrame = field(default_factory=pd.DataFrame)  # protocol sampled_<N> rows
+    attribution: pd.DataFrame = field(default_factory=pd.DataFrame)  # empty: no earlier date
+    windows: pd.DataFrame = field(default_factory=pd.DataFrame)  # a rolling backtest's windows
 
 
 def load_report(spark: SparkSession, output: str, date: str | None = None) -> ReportData:
@@ -89,16 +93,21 @@ def load_report(spark: SparkSession, output: str, date: str | None = None) -> Re
             dates=earlier,
             committed=committed,
         )
-        .filter(F.col("segment") == "all")
+        .filter((F.col("segment") == "all") & F.col("window").isNull())
         .toPandas()
     )
     metrics, comparisons = read("metrics"), read("comparisons")
+    windowed = metrics["window"].notna()  # a rolling backtest's windows; the rest: pooled
+    metrics, windows = metrics[~windowed], metrics[windowed]
+    comparisons = comparisons[comparisons["window"].isna()]
     return ReportData(
         date=date,
         metrics=_full(metrics),
+        windows=windows,
         comparisons=_full(comparisons),
         long_tail=read("long_tail"),
         off_policy=read("off_policy"),
+        attribution=read("attribution"),
         sampled=metrics[~_is_full(metrics)] if not metrics.empty else pd.DataFrame(),
         run=run,
         history=_full(history) if not history.empty else pd.DataFrame(),
@@ -425,6 +434,9 @@ def render(data: ReportData) -> tuple[str, str]:
         "summary": summary_rows(data, k),
         "headline": [m for m in headline_metrics(data, k) if m in set(data.metrics["metric"])],
         "sentences": sentences(data, k),
+        "backtest": window_table(data.windows, data.metrics, data.run["split"], k),
+        "nightly": attribution_sentences(data.attribution, k)
+        + stability_sentences(data.metrics, k),
         "all_metrics": metric_table(data),
         "custom": data.run["split"].get("custom_metrics", []),
         "sampled": sampled_tables(data),

@@ -18,6 +18,7 @@ model, metric, k and segment): no Spark job.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -116,6 +117,15 @@ def _decomposed(
         return []
     total_now, total_before = now["all"][1], before["all"][1]
     model, protocol, metric, k = key
+    row = functools.partial(
+        AttributionRow,
+        model=model,
+        protocol=protocol,
+        metric=metric,
+        k=k,
+        previous_date=previous_date,
+        segmentation=segmentation.name,
+    )
     rows = []
     for segment in sorted(parts_now.keys() | parts_before.keys()):
         value, n = parts_now.get(segment, (None, 0))
@@ -123,13 +133,7 @@ def _decomposed(
         share, share_before = n / total_now, n_before / total_before
         mix, within = _parts(share_before, share, value_before, value)
         rows.append(
-            AttributionRow(
-                model=model,
-                protocol=protocol,
-                metric=metric,
-                k=k,
-                previous_date=previous_date,
-                segmentation=segmentation.name,
+            row(
                 segment=segment,
                 share_previous=share_before,
                 share=share,
@@ -139,24 +143,16 @@ def _decomposed(
                 within=within,
             )
         )
-    rows.append(
-        AttributionRow(
-            model=model,
-            protocol=protocol,
-            metric=metric,
-            k=k,
-            previous_date=previous_date,
-            segmentation=segmentation.name,
-            segment="all",
-            share_previous=1.0,
-            share=1.0,
-            value_previous=before["all"][0],
-            value=now["all"][0],
-            mix=sum(r.mix for r in rows),
-            within=sum(r.within for r in rows),
-        )
+    total = row(
+        segment="all",
+        share_previous=1.0,
+        share=1.0,
+        value_previous=before["all"][0],
+        value=now["all"][0],
+        mix=sum(r.mix for r in rows),
+        within=sum(r.within for r in rows),
     )
-    return rows
+    return [*rows, total]
 
 
 def _parts(

@@ -58,6 +58,7 @@ SLOW_MARKERS = (
     "fault",
     "browser",
     "notebook",
+    "nightly",
 )
 FIXTURE_MARKERS = {
     "shared_data": "shared_data",

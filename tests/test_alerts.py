@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from helpers import Nights, ReportRoot
 
 from receval_spark import read_reports
@@ -69,6 +70,7 @@ def test_a_session_run_takes_the_direction_of_its_protocol_s_metric():
     assert alert.startswith("regression: popularity_bias@10 of pop on all is 2.5000, 25.0% above")
 
 
+@pytest.mark.nightly
 def test_three_nightly_runs_with_a_drop_on_the_third(
     spark, tmp_path, capsys, report_root: ReportRoot, viewfs_mount
 ):

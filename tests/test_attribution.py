@@ -171,3 +171,25 @@ def test_two_nights_commit_the_attribution_and_the_report_says_why(
     before = committed_rows()
     rv.write_reports(_night(spark, output, "2026-11-02", [1, 2, 3, 5, 6, 7], {1, 2, 3}))
     assert committed_rows() == before
+
+
+def test_the_report_says_how_much_each_models_lists_moved() -> None:
+    import pandas as pd
+
+    from receval_spark.report.nightly import stability_sentences
+
+    metrics = pd.DataFrame(
+        [
+            ("ext", "all", "stability_jaccard", 10, 0.875, 4),
+            ("ext", "idle", "stability_jaccard", 10, 0.5, 3),
+            ("ext", "all", "exposure_churn", 10, 0.0625, 4),
+            ("ext", "all", "ndcg", 10, 0.3, 4),
+            ("pop", "all", "ndcg", 10, 0.2, 4),
+        ],
+        columns=["model", "segment", "metric", "k", "value", "n_users"],
+    )
+    assert stability_sentences(metrics, 10) == [
+        "ext's top-10 lists against the previous night's: Jaccard 0.875 over the 4 users listed "
+        "both nights, 0.500 over the 3 idle ones; exposure churn 0.062."
+    ]
+    assert stability_sentences(metrics, 5) == []

@@ -259,6 +259,7 @@ SHARED = REPO.parent / "shared" / "data"
     [
         ("demo.yaml", JobConfig),
         ("nightly.yaml", JobConfig),
+        ("backtest.yaml", JobConfig),
         ("diginetica-sample.yaml", SessionJobConfig),
         ("yoochoose-100k.yaml", SessionJobConfig),
     ],

@@ -24,14 +24,14 @@ from receval_spark.results import (
 METRICS_DDL = (
     "run_id STRING NOT NULL, model STRING NOT NULL, segment STRING NOT NULL, "
     "protocol STRING NOT NULL, metric STRING NOT NULL, k INT, value DOUBLE, "
-    "n_users BIGINT NOT NULL, std DOUBLE, ci_low DOUBLE, ci_high DOUBLE"
+    "n_users BIGINT NOT NULL, std DOUBLE, ci_low DOUBLE, ci_high DOUBLE, window INT"
 )
 COMPARISONS_DDL = (
     "run_id STRING NOT NULL, model STRING NOT NULL, baseline STRING NOT NULL, "
     "segment STRING NOT NULL, protocol STRING NOT NULL, metric STRING NOT NULL, k INT, "
     "n_users BIGINT NOT NULL, mean_diff DOUBLE, std_diff DOUBLE, ci_low DOUBLE, "
     "ci_high DOUBLE, p_ttest DOUBLE, p_wilcoxon DOUBLE, p_holm DOUBLE, p_wilcoxon_holm DOUBLE, "
-    "holm_family_size BIGINT, effect_size DOUBLE, mde DOUBLE"
+    "holm_family_size BIGINT, effect_size DOUBLE, mde DOUBLE, window INT"
 )
 OFF_POLICY_DDL = (
     "run_id STRING NOT NULL, model STRING NOT NULL, estimator STRING NOT NULL, value DOUBLE, "
@@ -82,9 +82,9 @@ def test_table_rows_are_the_fields_in_column_order(spark):
         MetricRow(model="a", segment="all", metric="gini", k=5, value=float("nan"), n_users=2),
     ]
     assert metrics_table(spark, rows, run_id="r").collect() == [
-        Row("r", "a", "all", "full", "gini", 5, None, 2, None, None, None),
-        Row("r", "a", "all", "full", "rmse", None, 1.0, 4, None, None, None),
-        Row("r", "b", "all", "full", "ndcg", 10, 0.25, 3, 0.1, None, None),
+        Row("r", "a", "all", "full", "gini", 5, None, 2, None, None, None, None),
+        Row("r", "a", "all", "full", "rmse", None, 1.0, 4, None, None, None, None),
+        Row("r", "b", "all", "full", "ndcg", 10, 0.25, 3, 0.1, None, None, None),
     ]
 
 

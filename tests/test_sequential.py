@@ -189,6 +189,7 @@ def test_tau_defaults_to_the_rule_s_drop_of_the_reference_level():
     assert alert.endswith("(tau 0.003)")
 
 
+@pytest.mark.nightly
 def test_nights_sequential_rule_on_the_job(spark, tmp_path, capsys, report_root: ReportRoot):
     """The job with per_user rows, reference night 1 (window 1), start night 2: ext loses the
     hit of 4 of its 6 users on nights 2 and 3 (mean difference -2/3, std 0.52). Night 2 alone:

@@ -160,7 +160,8 @@ def test_two_nights_commit_the_attribution_and_the_report_says_why(
     html, markdown = render(load_report(spark, output))
     sentence = (
         "ext: NDCG@3 +0.0000 vs 2026-11-01: -0.2083 from the user mix (cold 25.0% -> 50.0% of "
-        "the evaluated users), +0.2083 within segments (warm/cold)."
+        "the evaluated users, scoring 0.0000 against 0.5000 overall), +0.2083 within segments "
+        "(warm/cold)."
     )
     assert sentence in markdown and sentence.replace(">", "&gt;") in html
 

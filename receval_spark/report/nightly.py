@@ -16,7 +16,8 @@ def attribution_sentences(attribution: pd.DataFrame, k: int | None) -> list[str]
     change within segments, over warm/cold where the run has it (else its first
     segmentation), naming the segment whose share moved most, e.g. "popularity: NDCG@10
     -0.0090 vs 2026-11-01: -0.0070 from the user mix (cold 10.0% -> 18.0% of the evaluated
-    users), -0.0020 within segments (warm/cold)."."""
+    users, scoring 0.0310 against 0.1120 overall), -0.0020 within segments (warm/cold)."
+    (the segment's and the total's values tonight, or last night's for a segment gone)."""
     if attribution.empty or k is None:
         return []
     rows = attribution[
@@ -36,7 +37,8 @@ def attribution_sentences(attribution: pd.DataFrame, k: int | None) -> list[str]
         out.append(
             f"{model}: NDCG@{k} {change:+.4f} vs {total['previous_date']}: "
             f"{total['mix']:+.4f} from the user mix ({moved['segment']} "
-            f"{moved['share_previous']:.1%} -> {moved['share']:.1%} of the evaluated users), "
+            f"{moved['share_previous']:.1%} -> {moved['share']:.1%} of the evaluated users, "
+            f"scoring {_value(moved)} against {_value(total)} overall), "
             f"{total['within']:+.4f} within segments ({chosen})."
         )
     return out
@@ -65,3 +67,9 @@ def stability_sentences(metrics: pd.DataFrame, k: int | None) -> list[str]:
             text += f"; exposure churn {churn['value']:.3f}"
         out.append(text + ".")
     return out
+
+
+def _value(row: pd.Series) -> str:
+    """An attribution row's value tonight (last night's when the segment has none now)."""
+    value = row["value"] if pd.notna(row["value"]) else row["value_previous"]
+    return f"{value:.4f}"

@@ -185,10 +185,11 @@ def evaluate_ranking(
     if isinstance(config.split, RollingSplit):
         windows = rolling_splits(config.split, inputs.interactions)
         outcomes = []
-        for split in windows:
+        for w, split in enumerate(windows, 1):
+            if w > 1:
+                clock.start("split")
+            clock.note(window=f"{w} of {len(windows)}")
             outcomes.append(evaluate_split(config, inputs, split, clock=clock))
-            clock.start("split")
-        clock.stop()
         return pooled_outcome(outcomes, baseline=config.evaluation.baseline)
     split = split_interactions(config.split, inputs.interactions, inputs.given_split)
     return evaluate_split(config, inputs, split, clock=clock)

@@ -76,6 +76,12 @@ def test_the_windows_cut_the_log_as_written_out(spark) -> None:
     assert [s.params["test_end"] for s in splits] == [iso(at(6)), iso(at(8))]
     assert [(s.train.count(), s.test.count()) for s in splits] == [(11, 2), (13, 4)]
     assert [s.params["window"] for s in splits] == [1, 2]
+    # with validation_length 2d, window 1's tuning data is [day 2, day 4): its train ends there
+    tuned = RollingSplit.model_validate({**SPLIT, "validation_length": "2d"})
+    first = rolling_splits(tuned, frame)[0]
+    assert first.params["validation_cutoff"] == iso(at(2))
+    assert first.validation is not None
+    assert (first.train.count(), first.validation.count(), first.test.count()) == (8, 3, 2)
 
 
 def test_a_step_shorter_than_the_test_length_overlaps_and_a_window_before_the_data_fails(
@@ -148,3 +154,19 @@ def test_each_window_refits_and_the_pooled_rows_average_them(spark, report_root:
     _, markdown = render(load_report(spark, output))
     assert "## Rolling backtest: NDCG@2" in markdown
     assert "2024-01-05 to 2024-01-07" in markdown
+
+    # re-running the date commits the same rows
+    def committed(dataset: str) -> list[tuple]:
+        frame = rv.read_reports(spark, output, dataset=dataset).drop("run_id")
+        return sorted(map(tuple, frame.collect()), key=repr)
+
+    before = {name: committed(name) for name in ("metrics", "comparisons", "per_user")}
+    rv.write_reports(
+        rv.evaluate(
+            spark,
+            config(output),
+            interactions=spark.createDataFrame(log()),
+            recommendations={"ext": ext(spark)},
+        )
+    )
+    assert {name: committed(name) for name in before} == before

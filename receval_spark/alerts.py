@@ -112,8 +112,8 @@ def _confirmed(
         return None
     return message + (
         f"; paired t-test against {paired.baseline} on {paired.n_users} users: "
-        f"mean difference {paired.mean_diff:+.4f}, p_holm {paired.p_holm:.2g} < "
-        f"{rule.significance:g}"
+        f"mean difference {paired.mean_diff:+.4f}, {paired.adjusted_column} "
+        f"{paired.p_adjusted:.2g} < {rule.significance:g}"
     )
 
 
@@ -141,9 +141,10 @@ def _comparison(
 
 def _significant_drop(paired: ComparisonRow, rule: AlertRule, sign: float) -> bool:
     """The paired difference is worse (below zero, or above where lower is better) and
-    significant after Holm at the rule's alpha."""
-    if paired.p_holm is None or paired.mean_diff is None:
+    significant after the run's correction (evaluation.correction) at the rule's alpha."""
+    p = paired.p_adjusted
+    if p is None or paired.mean_diff is None:
         return False
     if not isinstance(rule.significance, float):
         return False
-    return sign * paired.mean_diff < 0 and paired.p_holm < rule.significance
+    return sign * paired.mean_diff < 0 and p < rule.significance

@@ -279,7 +279,8 @@ def evaluate_command(config_path: str, overrides: tuple[str, ...], remote: str |
         click.echo(
             f"  {c.model + ' - ' + c.baseline:<28} "
             f"{c.metric + '@' + str(c.k) + ' ' + _protocol(c.protocol):<22} "
-            f"{c.mean_diff:+.4f}{_interval(c.ci_low, c.ci_high)}  p_holm {_p(c.p_holm)}"
+            f"{c.mean_diff:+.4f}{_interval(c.ci_low, c.ci_high)}  "
+            f"{c.adjusted_column} {_p(c.p_adjusted)}"
         )
     if outcome.off_policy:
         click.echo("  off-policy estimates (mean reward per logged impression):")

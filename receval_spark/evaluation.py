@@ -288,5 +288,6 @@ def judge_run(
         spark=spark,
         output=output,
         segmentations=_segmentations(config),
+        correction=config.evaluation.correction if isinstance(config, JobConfig) else "holm",
     )
     return dataclasses.replace(judged, stability=stability)

@@ -29,7 +29,7 @@ from receval_spark.commit import (
     report_root,
 )
 from receval_spark.config import AlertRule
-from receval_spark.metrics.compare import comparison_rows, earlier_differences, holm_adjusted
+from receval_spark.metrics.compare import comparison_rows, earlier_differences, family_adjusted
 from receval_spark.results import (
     REPORT_SCHEMAS,
     AttributionRow,
@@ -71,13 +71,15 @@ def judge_outcome(
     spark: SparkSession,
     output: str | None,
     segmentations: Sequence[Segmentation] = (),
+    correction: str = "holm",
 ) -> Judgement:
     """The :class:`Judgement` of one outcome of run date ``run_date`` against the committed
     history at ``output`` (None: no history). ``per_user``: tonight's per-user table in the
     ``per_user`` dataset's columns (None: no comparison with earlier dates). One Holm
     adjustment, over tonight's baseline comparisons and the earlier-date ones together. The
     change attribution runs over ``segmentations`` against the latest earlier date's
-    ``metrics`` rows, read with the alerts' history (one read)."""
+    ``metrics`` rows, read with the alerts' history (one read). ``correction``: the
+    adjustment that decides (evaluation.correction; all three are recorded)."""
     committed = committed_runs(read_log(spark, report_root(output))) if output else {}
     earlier = sorted(
         date
@@ -90,7 +92,7 @@ def judge_outcome(
         own += _earlier_comparisons(
             spark, output, per_user, earlier, _references(rules, earlier, run_date), committed
         )
-    comparisons = holm_adjusted(own) if own else []
+    comparisons = family_adjusted(own, correction=correction) if own else []
     alerts, attribution = (
         _against_history(
             outcome,

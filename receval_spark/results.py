@@ -50,15 +50,23 @@ class MetricRow:
     window: int | None = field(default=None, metadata=INTEGER)  # rolling: 1..n, pooled: None
 
 
+# the column of each evaluation.correction's adjusted t-test p-value in ``comparisons``
+ADJUSTED_COLUMNS = MappingProxyType(
+    {"holm": "p_holm", "bonferroni": "p_bonferroni", "benjamini_hochberg": "p_bh"}
+)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ComparisonRow:
     """One paired comparison of a model with the baseline at (segment, metric, k).
 
     p_holm / p_wilcoxon_holm: the t-test / Wilcoxon p-values Holm-adjusted over all
     comparisons of the run (every protocol and segment: one family per test);
-    holm_family_size: the number of comparisons in that family; effect_size: Cohen's d_z
-    (mean_diff / std_diff); mde: the mean difference the paired t-test detects at
-    alpha 0.05 with power 0.8 on n_users (receval_spark.stats)."""
+    holm_family_size: the number of comparisons in that family; p_bonferroni / p_bh: the
+    t-test p-values Bonferroni- / Benjamini-Hochberg-adjusted over the same family;
+    correction: which of the three decides (evaluation.correction, :attr:`p_adjusted`);
+    effect_size: Cohen's d_z (mean_diff / std_diff); mde: the mean difference the paired
+    t-test detects at alpha 0.05 with power 0.8 on n_users (receval_spark.stats)."""
 
     model: str
     baseline: str
@@ -79,6 +87,24 @@ class ComparisonRow:
     effect_size: float | None = None
     mde: float | None = None
     window: int | None = field(default=None, metadata=INTEGER)  # rolling: 1..n, pooled: None
+    p_bonferroni: float | None = None
+    p_bh: float | None = None
+    correction: str | None = None  # the evaluation.correction that decides: its p_adjusted
+
+    @property
+    def p_adjusted(self) -> float | None:
+        """The t-test p-value under the run's correction (``holm``: p_holm, ``bonferroni``:
+        p_bonferroni, ``benjamini_hochberg``: p_bh); p_holm before any is recorded."""
+        if self.correction == "bonferroni":
+            return self.p_bonferroni
+        if self.correction == "benjamini_hochberg":
+            return self.p_bh
+        return self.p_holm
+
+    @property
+    def adjusted_column(self) -> str:
+        """The ``comparisons`` column of :attr:`p_adjusted`."""
+        return ADJUSTED_COLUMNS[self.correction or "holm"]
 
 
 # a comparison of a model with its own values of earlier run dates has the baseline

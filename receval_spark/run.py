@@ -137,6 +137,8 @@ def run_summary(evaluation: Evaluation, commit: Commit) -> dict[str, Any]:
             "ci_low": c.ci_low,
             "ci_high": c.ci_high,
             "p_holm": c.p_holm,
+            "p_adjusted": c.p_adjusted,
+            "correction": c.correction,
             "effect_size": c.effect_size,
             "mde": c.mde,
         }

@@ -248,3 +248,33 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
         if pvalues[i] is not None:
             adjusted[i] = running
     return adjusted
+
+
+def bonferroni(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Bonferroni's adjustment over one family of m = len(pvalues) hypotheses: min(1, m·p)
+    (a None counts in m and stays None, as in :func:`holm`)."""
+    m = len(pvalues)
+    return [None if p is None else min(1.0, m * p) for p in pvalues]
+
+
+def benjamini_hochberg(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Benjamini & Hochberg's step-up adjustment (false discovery rate; JRSS B 1995) over one
+    family of m = len(pvalues) hypotheses: with p_(1) <= ... <= p_(m), adjusted
+    p_(i) = min(1, min_{j >= i} m·p_(j) / j). A None counts in m as p = 1 and stays None."""
+    order = sorted((1.0 if p is None else p, i) for i, p in enumerate(pvalues))
+    m = len(order)
+    adjusted: list[float | None] = [None] * m
+    running = 1.0
+    for j in range(m - 1, -1, -1):
+        p, i = order[j]
+        running = min(running, m * p / (j + 1))
+        if pvalues[i] is not None:
+            adjusted[i] = running
+    return adjusted
+
+
+CORRECTIONS = {
+    "holm": holm,
+    "bonferroni": bonferroni,
+    "benjamini_hochberg": benjamini_hochberg,
+}

@@ -20,7 +20,7 @@ from receval_spark.config import AlertRule
 from receval_spark.metrics.compare import (
     comparison_rows,
     earlier_differences,
-    holm_adjusted,
+    family_adjusted,
 )
 from receval_spark.results import MetricRow
 
@@ -52,7 +52,7 @@ def judged(
         )
         for w in sorted(windows)
     ]
-    comparisons = holm_adjusted(
+    comparisons = family_adjusted(
         comparison_rows(functools.reduce(DataFrame.unionByName, differences))
     )
     history = pd.DataFrame(

@@ -17,7 +17,7 @@ from statsmodels.stats.proportion import proportion_confint
 from receval_spark.judgement import judge_outcome
 from receval_spark.metrics.compare import (
     compare_run,
-    holm_adjusted,
+    family_adjusted,
     paired_differences,
     paired_statistics,
 )
@@ -26,6 +26,8 @@ from receval_spark.registry import METRICS
 from receval_spark.results import Outcome, metric_row
 from receval_spark.stats import (
     SignedRanks,
+    benjamini_hochberg,
+    bonferroni,
     cohens_dz,
     detectable_dz,
     difference_bounds,
@@ -124,6 +126,30 @@ def test_holm_equals_statsmodels_and_counts_missing_values_in_the_family():
         [w for w, v in zip(want, p, strict=True) if v is not None], abs=TOL
     )
     assert got[4] == pytest.approx(7 * 0.005, abs=TOL)
+
+
+def test_bonferroni_and_benjamini_hochberg_worked_example():
+    """p = 1/64, 1/16, 3/64, 1/128 (m = 4; dyadic, so the doubles are exact). Bonferroni: 4p.
+    Benjamini-Hochberg, sorted 1/128, 1/64, 3/64, 1/16: m·p/j = 1/32, 1/32, 1/16, 1/16, then
+    the running minimum from the largest down: 1/32, 1/32, 1/16, 1/16."""
+    p = [1 / 64, 1 / 16, 3 / 64, 1 / 128]
+    assert bonferroni(p) == [1 / 16, 1 / 4, 3 / 16, 1 / 32]
+    assert benjamini_hochberg(p) == [1 / 32, 1 / 16, 1 / 16, 1 / 32]
+    assert bonferroni([0.6, None]) == [1.0, None]
+    # a missing test counts in m as p = 1: m = 2, 2·0.01/1
+    assert benjamini_hochberg([None, 0.01]) == [None, 0.02]
+
+
+@pytest.mark.parametrize("method", ["bonferroni", "fdr_bh"])
+def test_bonferroni_and_benjamini_hochberg_equal_statsmodels(method):
+    ours = bonferroni if method == "bonferroni" else benjamini_hochberg
+    p = [0.01, 0.04, 0.03, None, 0.005, 0.5, 0.04, 0.2, 0.0]
+    want = multipletests([1.0 if v is None else v for v in p], method=method)[1]
+    got = ours(p)
+    assert got[3] is None
+    assert [g for g in got if g is not None] == pytest.approx(
+        [w for w, v in zip(want, p, strict=True) if v is not None], abs=TOL
+    )
 
 
 def test_holm_worked_example():
@@ -346,7 +372,20 @@ def test_holm_adjusts_once_over_both_protocols_and_drops_no_comparison(spark):
         output=None,
     )
     got = verdict.comparisons
-    assert got == holm_adjusted(raw) and verdict.status == "succeeded"
+    assert got == family_adjusted(raw) and verdict.status == "succeeded"
+    assert {r.correction for r in got} == {"holm"} and all(r.p_adjusted == r.p_holm for r in got)
+    bh = judge_outcome(
+        dataclasses.replace(outcome, comparisons=raw),
+        run_date="2026-01-01",
+        rules=[],
+        per_user=None,
+        spark=spark,
+        output=None,
+        correction="benjamini_hochberg",
+    ).comparisons
+    assert [r.p_adjusted for r in bh] == [r.p_bh for r in got]
+    want_bh = multipletests([r.p_ttest for r in got], method="fdr_bh")[1]
+    assert [r.p_bh for r in got] == pytest.approx(list(want_bh), abs=TOL)
 
     assert len(got) == 6 and {r.protocol for r in got} == {"full", "sampled_10"}
     assert all(r.holm_family_size == 6 for r in got)

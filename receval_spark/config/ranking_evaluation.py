@@ -290,6 +290,13 @@ class EvaluationConfig(_Strict):
         description="Head items: the most popular items that together hold this share of the "
         "train interactions.",
     )
+    correction: Literal["holm", "bonferroni", "benjamini_hochberg"] = Field(
+        default="holm",
+        description="The multiple-comparison adjustment that decides significance (report "
+        "markers and sentences, alert rules with a significance test) over the run's one "
+        "family of comparisons: `holm` (family-wise error), `bonferroni`, or "
+        "`benjamini_hochberg` (false discovery rate); `comparisons` holds all three.",
+    )
     rbo_persistence: float = Field(
         default=0.9,
         gt=0,

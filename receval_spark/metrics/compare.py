@@ -28,6 +28,8 @@ from receval_spark.metrics.aggregate import exact_mean, exact_std
 from receval_spark.results import ComparisonRow, earlier_baseline
 from receval_spark.stats import (
     SignedRanks,
+    benjamini_hochberg,
+    bonferroni,
     cohens_dz,
     difference_bounds,
     holm,
@@ -110,14 +112,25 @@ def compare_run(
     ]
 
 
-def holm_adjusted(rows: list[ComparisonRow]) -> list[ComparisonRow]:
-    """``rows`` with p_holm / p_wilcoxon_holm: the t-test / Wilcoxon p-values Holm-adjusted,
-    each test its own family of all ``rows`` (no comparison left out), and the family size."""
-    p_holm = holm([r.p_ttest for r in rows])
+def family_adjusted(rows: list[ComparisonRow], *, correction: str = "holm") -> list[ComparisonRow]:
+    """``rows`` with their t-test p-values adjusted over all ``rows`` as one family (no
+    comparison left out) by Holm (p_holm), Bonferroni (p_bonferroni) and Benjamini-Hochberg
+    (p_bh), the Wilcoxon p-values by Holm (p_wilcoxon_holm), the family size, and
+    ``correction``: the one that decides (evaluation.correction)."""
+    p_ttest = [r.p_ttest for r in rows]
+    p_holm, p_bonferroni, p_bh = holm(p_ttest), bonferroni(p_ttest), benjamini_hochberg(p_ttest)
     p_wilcoxon_holm = holm([r.p_wilcoxon for r in rows])
     return [
-        dataclasses.replace(r, p_holm=a, p_wilcoxon_holm=b, holm_family_size=len(rows))
-        for r, a, b in zip(rows, p_holm, p_wilcoxon_holm, strict=True)
+        dataclasses.replace(
+            r,
+            p_holm=p_holm[i],
+            p_wilcoxon_holm=p_wilcoxon_holm[i],
+            p_bonferroni=p_bonferroni[i],
+            p_bh=p_bh[i],
+            holm_family_size=len(rows),
+            correction=correction,
+        )
+        for i, r in enumerate(rows)
     ]
 
 

@@ -22,6 +22,7 @@ from receval_spark.errors import InputError
 from receval_spark.registry import SESSION_PROTOCOL
 from receval_spark.report import plots
 from receval_spark.report.backtest import window_table
+from receval_spark.report.corrections import adjusted_p, correction_label
 from receval_spark.report.nightly import attribution_sentences, stability_sentences
 from receval_spark.report.run_record import quality_rows, split_parts, split_settings
 from receval_spark.results import (
@@ -246,7 +247,8 @@ def sanity_models(data: ReportData) -> set[str]:
 
 def summary_rows(data: ReportData, k: int | None) -> list[dict[str, Any]]:
     """Per model: the headline metrics at k on segment ``all`` as (value, interval, marker);
-    marker ▲/▼ when the Holm-adjusted paired t-test against the baseline is < 0.05."""
+    marker ▲/▼ when the adjusted paired t-test against the baseline (the run's correction)
+    is < 0.05."""
     at_k = data.metrics["k"].isna() if k is None else data.metrics["k"] == k
     metrics = data.metrics[(data.metrics["segment"] == "all") & at_k]
     comparisons = against_baseline(data.comparisons)
@@ -264,7 +266,8 @@ def summary_rows(data: ReportData, k: int | None) -> list[dict[str, Any]]:
                     & (comparisons["metric"] == r.metric)
                     & (comparisons["k"] == k)
                 ]
-                if len(c) and pd.notna(c.iloc[0]["p_holm"]) and c.iloc[0]["p_holm"] < SIGNIFICANCE:
+                p = adjusted_p(c.iloc[0]) if len(c) else None
+                if p is not None and p < SIGNIFICANCE:
                     marker = "▲" if c.iloc[0]["mean_diff"] > 0 else "▼"
             cells[r.metric] = {
                 "value": _number(r.value, r.protocol),
@@ -315,18 +318,19 @@ def _baseline_sentence(data: ReportData, r: Any, k: int | None, reference: float
     """A model's NDCG@k difference to the baseline, its interval and Holm-adjusted p-value
     (``r``: a comparison row), and whether it is below the minimum detectable effect."""
     verb = "beats" if r.mean_diff > 0 else "trails"
-    significant = pd.notna(r.p_holm) and r.p_holm < SIGNIFICANCE
+    p, label = adjusted_p(r), correction_label(r)
+    significant = p is not None and p < SIGNIFICANCE
     family = getattr(r, "holm_family_size", None)  # absent from reports before it existed
     adjusted = (
-        f"Holm-adjusted over the run's {int(family or 0)} comparisons: p"
+        f"{label}-adjusted over the run's {int(family or 0)} comparisons: p"
         if pd.notna(family)
-        else "Holm-adjusted p"
+        else f"{label}-adjusted p"
     )
     return (
         f"{model_label(data, r.model)} {verb} {r.baseline} on NDCG@{k} "
         f"by {abs(r.mean_diff):.4f} "
         f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}] over {r.n_users} users "
-        f"({adjusted} = {r.p_holm:.2g}{'' if significant else ', not significant'})"
+        f"({adjusted} = {_p(p)}{'' if significant else ', not significant'})"
     ) + _detectable(r, significant, reference)
 
 
@@ -335,7 +339,8 @@ def previous_date_sentences(ndcg: pd.DataFrame, ndcg_values: pd.Series, k: int |
     users' means over a window of dates): the NDCG@k change, its interval and p-value."""
     out = []
     for r in against_previous_date(ndcg).sort_values("model").itertuples():
-        significant = pd.notna(r.p_holm) and r.p_holm < SIGNIFICANCE
+        p = adjusted_p(r)
+        significant = p is not None and p < SIGNIFICANCE
         first, _, last = r.baseline.removeprefix(f"{r.model}{PREVIOUS_DATE_MARK}").partition(
             WINDOW_MARK
         )
@@ -349,7 +354,7 @@ def previous_date_sentences(ndcg: pd.DataFrame, ndcg_values: pd.Series, k: int |
         out.append(
             f"Against {against}, {r.model} moved NDCG@{k} by {r.mean_diff:+.4f} "
             f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}] on the {r.n_users} users {users} "
-            f"evaluated (Holm-adjusted p = {r.p_holm:.2g}"
+            f"evaluated ({correction_label(r)}-adjusted p = {_p(p)}"
             f"{'' if significant else ', not significant'})"
             + _detectable(r, significant, reference)
             + "."
@@ -471,6 +476,10 @@ def write_report(data: ReportData, target: Path) -> Path:
         partial.write_text(text, encoding="utf-8")
         partial.replace(path)
     return target
+
+
+def _p(p: float | None) -> str:
+    return "n/a" if p is None else f"{p:.2g}"
 
 
 def _number(value: float | None, protocol: str) -> str:

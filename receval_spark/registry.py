@@ -86,6 +86,11 @@ WEBBER_10 = (
     "Webber, Moffat & Zobel, A similarity measure for indefinite rankings, ACM TOIS 2010 "
     "(RBO_ext, eq. 32)"
 )
+MOFFAT_08 = (
+    "Moffat & Zobel, Rank-biased precision for measurement of retrieval effectiveness, ACM "
+    "TOIS 2008"
+)
+VAN_RIJSBERGEN_79 = "van Rijsbergen, Information Retrieval, 2nd ed., Butterworths 1979, ch. 7"
 VOORHEES_99 = "Voorhees, The TREC-8 question answering track report, TREC 1999"
 ZHOU_10 = (
     "Zhou et al., Solving the apparent diversity-accuracy dilemma of recommender systems, PNAS 2010"
@@ -211,6 +216,24 @@ METRICS: tuple[Metric, ...] = (
         "f1",
         "harmonic mean of Precision@k and Recall@k (0 where both are 0)",
         reference=MANNING_08,
+    ),
+    _accuracy(
+        "f_beta",
+        "(1 + β²)·P·R / (β²·P + R) of Precision@k and Recall@k, β = evaluation.f_beta "
+        "(default 2: recall weighs β² = 4 times precision); 0 where both are 0",
+        reference=VAN_RIJSBERGEN_79,
+    ),
+    _accuracy(
+        "r_precision",
+        "hits within the top min(k, |Rel(u)|) / min(k, |Rel(u)|): R-precision wherever "
+        "|Rel(u)| ≤ k, else Precision@k",
+        reference=MANNING_08_MAP,
+    ),
+    _accuracy(
+        "rbp",
+        "(1 - p) · Σ_{i≤k} rel_i · p^(i-1), binary rel_i, p = evaluation.rbp_persistence "
+        "(default 0.8); the residual beyond k is not added",
+        reference=MOFFAT_08,
     ),
     # beyond accuracy (docs/evaluation.md, Beyond-accuracy metrics): over the non-empty top-k
     # lists of the evaluated users

@@ -283,7 +283,19 @@ ML100K_COLUMNS = ["user_id", "item_id", "rating", "timestamp"]
 ML100K_CUTOFF = dt.datetime(1998, 3, 1, tzinfo=dt.UTC)
 ML100K_KS = (5, 10, 20)
 ML100K_ITEM_FIXED = ["item_id", "title", "release_date", "video_release_date", "imdb_url"]
-ACCURACY_METRICS = ["precision", "recall", "hit_rate", "mrr", "map", "ndcg", "arhr", "f1"]
+ACCURACY_METRICS = [
+    "precision",
+    "recall",
+    "hit_rate",
+    "mrr",
+    "map",
+    "ndcg",
+    "arhr",
+    "f1",
+    "f_beta",
+    "r_precision",
+    "rbp",
+]
 BEYOND_METRICS = [
     "coverage",
     "gini",

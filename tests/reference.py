@@ -28,7 +28,20 @@ RATING = "rating"
 GRADE = "grade"
 SCORE = "score"
 
-METRICS = ("precision", "recall", "hit_rate", "mrr", "map", "ndcg", "arhr", "f1")
+METRICS = (
+    "precision",
+    "recall",
+    "hit_rate",
+    "mrr",
+    "map",
+    "ndcg",
+    "arhr",
+    "f1",
+    "f_beta",
+    "r_precision",
+    "rbp",
+)
+F_BETA, RBP_PERSISTENCE = 2.0, 0.8  # evaluation.f_beta, evaluation.rbp_persistence defaults
 
 Ranking = dict[object, list[object]]  # user -> recommended items, best first
 
@@ -216,6 +229,11 @@ def user_metrics(ranked: Sequence[object], rel: Mapping[object, float], k: int) 
                   DCG of the user's own grades sorted descending, cut at k
     - arhr      = 1 / |Rel(u)| * sum_{i<=k} rel_i / i
     - f1        = 2 P R / (P + R), 0 when both are 0
+    - f_beta    = (1 + b^2) P R / (b^2 P + R), 0 when both are 0 (van Rijsbergen 1979; b = 2)
+    - r_precision = hits in the first min(k, |Rel(u)|) places / min(k, |Rel(u)|) (Manning et
+                  al. 2008 §8.4: R-precision, the precision at rank |Rel(u)|, cut at k)
+    - rbp       = (1 - p) * sum_{i<=k} rel_i * p^(i - 1) (Moffat & Zobel, TOIS 2008; p = 0.8,
+                  binary rel_i, no residual)
     """
     n_rel = len(rel)
     if n_rel == 0:
@@ -248,6 +266,12 @@ def user_metrics(ranked: Sequence[object], rel: Mapping[object, float], k: int) 
         "ndcg": dcg / idcg,
         "arhr": reciprocal_sum / n_rel,
         "f1": 0.0 if hits == 0 else 2.0 * precision * recall / (precision + recall),
+        "f_beta": 0.0
+        if hits == 0
+        else (1 + F_BETA**2) * precision * recall / (F_BETA**2 * precision + recall),
+        "r_precision": sum(1 for item in top[: min(k, n_rel)] if item in rel) / min(k, n_rel),
+        "rbp": (1 - RBP_PERSISTENCE)
+        * sum(RBP_PERSISTENCE ** (i - 1) for i, item in enumerate(top, start=1) if item in rel),
     }
 
 

@@ -290,6 +290,17 @@ class EvaluationConfig(_Strict):
         description="Head items: the most popular items that together hold this share of the "
         "train interactions.",
     )
+    f_beta: float = Field(
+        default=2.0,
+        gt=0.0,
+        description="β of the f_beta metric: recall weighs β² times precision (1: F1).",
+    )
+    rbp_persistence: float = Field(
+        default=0.8,
+        gt=0.0,
+        lt=1.0,
+        description="Persistence p of the rbp metric: the weight of rank i is (1 - p)·p^(i - 1).",
+    )
     correction: Literal["holm", "bonferroni", "benjamini_hochberg"] = Field(
         default="holm",
         description="The multiple-comparison adjustment that decides significance (report "

@@ -14,8 +14,14 @@ With R_k(u) the top-k list, rel_i = 1 if the item at rank i is in Rel(u), g_i it
     NDCG@k = \frac{\sum_{i \le k} (2^{g_i} - 1) / \log_2(i + 1)}{IDCG@k}
     \qquad ARHR@k = \frac{1}{|Rel(u)|} \sum_{i \le k} rel_i / i
 
-    F1@k = 2 P R / (P + R) \ (0 \text{ when both are } 0)
+    F1@k = 2 P R / (P + R) \ (0 \text{ when both are } 0) \qquad
+    F_\beta@k = (1 + \beta^2) P R / (\beta^2 P + R)
 
+    RP@k = hits@\min(k, |Rel(u)|) / \min(k, |Rel(u)|) \qquad
+    RBP@k = (1 - p) \sum_{i \le k} rel_i \, p^{i - 1}
+
+RP@k is R-precision (Manning et al. 2008, §8.4) wherever |Rel(u)| <= k; RBP is Moffat & Zobel's
+rank-biased precision (ACM TOIS 2008) with binary rel_i and persistence p, without its residual.
 Only recommended *relevant* items carry signal, so the work is a join of the top-k lists with
 Rel(u), a window over those hits, and one aggregation by (user, k); P@i at a hit of rank i is
 (number of hits at rank <= i) / i. Users in Rel with no recommendation score 0 everywhere;
@@ -33,6 +39,9 @@ from pyspark.sql import functions as F
 from receval_spark.columns import GRADE, ITEM, RANK, USER
 from receval_spark.config import ACCURACY_METRICS as ACCURACY_METRICS  # re-exported
 from receval_spark.metrics.aggregate import exact_sum
+
+DEFAULT_F_BETA = 2.0
+DEFAULT_RBP_PERSISTENCE = 0.8
 
 
 def _gain(grade: Column) -> Column:
@@ -80,16 +89,24 @@ def hit_statistics(
     ks: Sequence[int],
     list_keys: Sequence[str] = (),
     truth_keys: Sequence[str] = (),
+    rbp_persistence: float = DEFAULT_RBP_PERSISTENCE,
 ) -> DataFrame:
     """(user_id, *list_keys, *truth_keys, k, hits, first_hit, precision_sum, dcg,
-    reciprocal_sum) over the recommended relevant items at ranks <= k."""
+    reciprocal_sum, r_hits, rbp_sum) over the recommended relevant items at ranks <= k
+    (r_hits: those at ranks <= |Rel(u)| too; rbp_sum: Σ p^(rank - 1))."""
     keys = [USER, *list_keys, *truth_keys]
-    hits = ranked.select(USER, ITEM, RANK, *list_keys).join(
-        truth.select(USER, ITEM, GRADE, *truth_keys), on=[USER, ITEM]
+    relevant = truth.select(
+        USER,
+        ITEM,
+        GRADE,
+        *truth_keys,
+        F.count(F.lit(1)).over(Window.partitionBy(USER, *truth_keys)).alias("_n_relevant"),
     )
+    hits = ranked.select(USER, ITEM, RANK, *list_keys).join(relevant, on=[USER, ITEM])
     by_rank = Window.partitionBy(*keys).orderBy(F.col(RANK))
     hits = hits.withColumn("_hits_so_far", F.row_number().over(by_rank))
     rank = F.col(RANK).cast("double")
+    within_r = F.col(RANK) <= F.least(F.col("k"), F.col("_n_relevant"))
     return (
         _explode_ks(hits, RANK, ks)
         .groupBy(*keys, "k")
@@ -99,6 +116,8 @@ def hit_statistics(
             exact_sum(F.col("_hits_so_far") / rank).alias("precision_sum"),
             exact_sum(_gain(F.col(GRADE)) / _discount(F.col(RANK))).alias("dcg"),
             exact_sum(F.lit(1.0) / rank).alias("reciprocal_sum"),
+            F.count(F.when(within_r, F.lit(1))).alias("r_hits"),
+            exact_sum(F.pow(F.lit(float(rbp_persistence)), rank - 1)).alias("rbp_sum"),
         )
     )
 
@@ -110,6 +129,8 @@ def per_user_accuracy(
     ks: Sequence[int],
     lists: DataFrame | None = None,
     truth_keys: Sequence[str] = (),
+    f_beta: float = DEFAULT_F_BETA,
+    rbp_persistence: float = DEFAULT_RBP_PERSISTENCE,
 ) -> DataFrame:
     """(user_id, *list keys, *truth_keys, k, <ACCURACY_METRICS>) for every evaluated user and k.
 
@@ -124,13 +145,21 @@ def per_user_accuracy(
     ideal = ideal_dcg(truth, ks=ks, keys=truth_keys)
     if lists is not None:
         ideal = ideal.crossJoin(F.broadcast(lists))
-    stats = hit_statistics(ranked, truth, ks=ks, list_keys=list_keys, truth_keys=truth_keys)
+    stats = hit_statistics(
+        ranked,
+        truth,
+        ks=ks,
+        list_keys=list_keys,
+        truth_keys=truth_keys,
+        rbp_persistence=rbp_persistence,
+    )
     joined = ideal.join(stats, on=[USER, *list_keys, *truth_keys, "k"], how="left")
     hits = F.coalesce(F.col("hits"), F.lit(0)).cast("double")
     k = F.col("k").cast("double")
     n_rel = F.col("n_relevant").cast("double")
     precision = hits / k
     recall = hits / n_rel
+    beta2 = F.lit(float(f_beta) ** 2)
     return joined.select(
         USER,
         *list_keys,
@@ -144,6 +173,13 @@ def per_user_accuracy(
         (F.coalesce(F.col("dcg"), F.lit(0.0)) / F.col("idcg")).alias("ndcg"),
         (F.coalesce(F.col("reciprocal_sum"), F.lit(0.0)) / n_rel).alias("arhr"),
         F.when(hits > 0, 2 * precision * recall / (precision + recall)).otherwise(0.0).alias("f1"),
+        F.when(hits > 0, (1 + beta2) * precision * recall / (beta2 * precision + recall))
+        .otherwise(0.0)
+        .alias("f_beta"),
+        (F.coalesce(F.col("r_hits"), F.lit(0)).cast("double") / F.least(k, n_rel)).alias(
+            "r_precision"
+        ),
+        (F.lit(1.0 - rbp_persistence) * F.coalesce(F.col("rbp_sum"), F.lit(0.0))).alias("rbp"),
     )
 
 

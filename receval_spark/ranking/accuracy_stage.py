@@ -74,7 +74,13 @@ def accuracy_per_user(
     if item_segments is not None and settings.item_segments is not None:
         labellings.append((item_segments, f"{settings.item_segments.label}={UNASSIGNED}"))
     scores = per_user_accuracy(
-        ranked, scoped_truth(truth, *labellings), ks=settings.k, lists=models, truth_keys=["scope"]
+        ranked,
+        scoped_truth(truth, *labellings),
+        ks=settings.k,
+        lists=models,
+        truth_keys=["scope"],
+        f_beta=settings.f_beta,
+        rbp_persistence=settings.rbp_persistence,
     )
     by_user = scores.filter(F.col("scope") == "all").drop("scope")
     if everyone is not None:

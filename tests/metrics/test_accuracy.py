@@ -16,9 +16,15 @@ PER_USER = (
 )
 
 
-def assert_per_user(actual, spark, rows):
-    expected = spark.createDataFrame(rows, PER_USER)
-    assert_approx_df_equality(actual, expected, 1e-12, ignore_row_order=True, ignore_nullable=True)
+def assert_per_user(actual, spark, rows, schema=PER_USER):
+    expected = spark.createDataFrame(rows, schema)
+    assert_approx_df_equality(
+        actual.select(*expected.columns),
+        expected,
+        1e-12,
+        ignore_row_order=True,
+        ignore_nullable=True,
+    )
 
 
 def test_output_columns_are_user_k_and_every_metric():
@@ -31,7 +37,50 @@ def test_output_columns_are_user_k_and_every_metric():
         "ndcg",
         "arhr",
         "f1",
+        "f_beta",
+        "r_precision",
+        "rbp",
     )
+
+
+NEW = "user_id int, k int, f_beta double, r_precision double, rbp double"
+
+
+def test_f_beta_r_precision_and_rbp_worked_out(spark):
+    """User 1: list 101..105, Rel {101, 103, 199}: rel = [1, 0, 1, 0, 0], |Rel| = 3.
+    User 5: list [501, 502, 503], Rel {502}: rel = [0, 1, 0], |Rel| = 1.
+
+    k = 5, user 1: P = 2/5, R = 2/3; F2 = 5·P·R / (4P + R) = (4/3) / (34/15) = 10/17;
+      RP = hits in the top min(5, 3) = 3 (ranks 1, 3) / 3 = 2/3;
+      RBP = 0.2 · (0.8^0 + 0.8^2) = 0.2 · 1.64 = 0.328.
+    k = 1, user 1: P = 1, R = 1/3; F2 = 5 · 1/3 / (4 + 1/3) = 5/13; RP = 1/1; RBP = 0.2.
+    k = 3, user 5: P = 1/3, R = 1; F2 = 5 · 1/3 / (4/3 + 1) = 5/7;
+      RP = hits in the top min(3, 1) = 1: none -> 0; RBP = 0.2 · 0.8 = 0.16.
+    k = 1, user 5: all 0."""
+    ranked = spark.createDataFrame(
+        [(1, 100 + i, i) for i in range(1, 6)] + [(5, 501, 1), (5, 502, 2), (5, 503, 3)],
+        RANKED,
+    )
+    truth = spark.createDataFrame(
+        [(1, 101, 1.0), (1, 103, 1.0), (1, 199, 1.0), (5, 502, 1.0)], TRUTH
+    )
+    per_user = per_user_accuracy(ranked, truth, ks=[1, 3, 5])
+    assert_per_user(
+        per_user.filter("(user_id = 1 AND k IN (1, 5)) OR (user_id = 5 AND k IN (1, 3))"),
+        spark,
+        [
+            (1, 1, 5 / 13, 1.0, 0.2),
+            (1, 5, 10 / 17, 2 / 3, 0.328),
+            (5, 1, 0.0, 0.0, 0.0),
+            (5, 3, 5 / 7, 0.0, 0.16),
+        ],
+        schema=NEW,
+    )
+    # beta 1 is F1; persistence 0.5 halves each rank's weight: user 1 at k = 5,
+    # RBP = 0.5 · (1 + 0.25) = 0.625
+    other = per_user_accuracy(ranked, truth, ks=[5], f_beta=1.0, rbp_persistence=0.5)
+    row = other.filter("user_id = 1").first()
+    assert row is not None and row.f_beta == row.f1 == 0.5 and row.rbp == 0.625
 
 
 def test_worked_example_relevance_pattern_10100_with_three_relevant_items(spark):

@@ -97,7 +97,7 @@ def job_config(u_data: Path, output: Path, *, relevance: dict, models: list[dict
             "filter_seen": True,
             "baseline": None,  # comparisons are tested in test_statistics_ml100k
             "segments": [],  # only segment 'all' is compared; keep the Spark plan small
-            "metrics": ["precision", "recall", "hit_rate", "mrr", "map", "ndcg", "arhr", "f1"],
+            "metrics": list(ref.METRICS),
             "embeddings": {"source": "none"},
         },
         "models": models,

@@ -152,6 +152,9 @@ def test_graded_ndcg_and_binary_metrics_by_hand(spark):
         "map": 0.5,
         "arhr": 3 / 8,
         "f1": 2 / 3,
+        "f_beta": 5 / 6,  # 5 * 0.5 * 1 / (4 * 0.5 + 1)
+        "r_precision": 1 / 2,  # the first |Rel| = 2 places hold one hit
+        "rbp": 0.2 * (0.8 + 0.8**3),  # hits at ranks 2 and 4
     }
     for metric in ACCURACY_METRICS:
         if metric != "ndcg":

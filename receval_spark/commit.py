@@ -224,8 +224,10 @@ def read_committed(
         .drop(RUN_PARTITION)
     )
     # columns added since some of these dates were written read as null there
-    missing = [f for f in schema.fields if f.name not in rows.columns]
-    rows = rows.withColumns({f.name: F.lit(None).cast(f.dataType) for f in missing})
+    missing = {f.name: F.lit(None).cast(f.dataType) for f in schema.fields}
+    missing = {name: value for name, value in missing.items() if name not in rows.columns}
+    if missing:  # Spark Connect refuses an empty withColumns
+        rows = rows.withColumns(missing)
     return rows.withColumn("run_date", F.col("run_date").cast("string"))
 
 

@@ -20,6 +20,26 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
+from receval_spark.citations import (
+    ABDOLLAHPOURI_19,
+    DESHPANDE_04,
+    GE_10,
+    HERLOCKER_04,
+    HIDASI_16,
+    JARVELIN_02,
+    LUDEWIG_18,
+    MANNING_08,
+    MANNING_08_MAP,
+    MOFFAT_08,
+    SHANI_11,
+    VAN_RIJSBERGEN_79,
+    VARGAS_14,
+    VOORHEES_99,
+    WEBBER_10,
+    ZHOU_10,
+    ZIEGLER_05,
+)
+
 Bounds = tuple[float, float]
 UNBOUNDED: Bounds = (-math.inf, math.inf)
 UNIT: Bounds = (0.0, 1.0)
@@ -41,63 +61,7 @@ PEER_TOOLS: Mapping[str, str] = MappingProxyType(
 )
 SAME = "same"
 
-# the metrics' references (Metric.reference): the papers and books their definitions follow
-ABDOLLAHPOURI_19 = (
-    "Abdollahpouri, Burke & Mobasher, Managing popularity bias in recommender systems "
-    "with personalized re-ranking, FLAIRS 2019 (average recommendation popularity, here "
-    "relative to the catalogue's)"
-)
-DESHPANDE_04 = "Deshpande & Karypis, Item-based top-N recommendation algorithms, ACM TOIS 2004"
-GE_10 = (
-    "Ge, Delgado-Battenfeld & Jannach, Beyond accuracy: evaluating recommender systems by"
-    " coverage and serendipity, RecSys 2010"
-)
-HERLOCKER_04 = (
-    "Herlocker et al., Evaluating collaborative filtering recommender systems, ACM TOIS 2004"
-)
-HIDASI_16 = (
-    "Hidasi, Karatzoglou, Baltrunas & Tikk, Session-based recommendations with recurrent "
-    "neural networks, ICLR 2016; Ludewig & Jannach, Evaluation of session-based "
-    "recommendation algorithms, UMUAI 2018"
-)
-JARVELIN_02 = (
-    "Järvelin & Kekäläinen, Cumulated gain-based evaluation of IR techniques, ACM TOIS "
-    "2002; the exponential gain of Burges et al., Learning to rank using gradient "
-    "descent, ICML 2005"
-)
-LUDEWIG_18 = "Ludewig & Jannach, Evaluation of session-based recommendation algorithms, UMUAI 2018"
-MANNING_08 = (
-    "Manning, Raghavan & Schütze, Introduction to Information Retrieval, Cambridge "
-    "University Press 2008, §8.3"
-)
-MANNING_08_MAP = (
-    "Manning, Raghavan & Schütze, Introduction to Information Retrieval, Cambridge "
-    "University Press 2008, §8.4"
-)
-SHANI_11 = (
-    "Shani & Gunawardana, Evaluating recommendation systems, Recommender Systems Handbook"
-    " 2011, §8.3"
-)
-VARGAS_14 = (
-    "Vargas, Baltrunas, Karatzoglou & Castells, Coverage, redundancy and size-awareness "
-    "in genre diversity for recommender systems, RecSys 2014"
-)
-WEBBER_10 = (
-    "Webber, Moffat & Zobel, A similarity measure for indefinite rankings, ACM TOIS 2010 "
-    "(RBO_ext, eq. 32)"
-)
-MOFFAT_08 = (
-    "Moffat & Zobel, Rank-biased precision for measurement of retrieval effectiveness, ACM "
-    "TOIS 2008"
-)
-VAN_RIJSBERGEN_79 = "van Rijsbergen, Information Retrieval, 2nd ed., Butterworths 1979, ch. 7"
-VOORHEES_99 = "Voorhees, The TREC-8 question answering track report, TREC 1999"
-ZHOU_10 = (
-    "Zhou et al., Solving the apparent diversity-accuracy dilemma of recommender systems, PNAS 2010"
-)
-ZIEGLER_05 = (
-    "Ziegler et al., Improving recommendation lists through topic diversification, WWW 2005"
-)
+# the metrics' references (Metric.reference): receval_spark.citations
 
 
 @dataclass(frozen=True, kw_only=True)

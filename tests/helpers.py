@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import reference
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -283,19 +284,7 @@ ML100K_COLUMNS = ["user_id", "item_id", "rating", "timestamp"]
 ML100K_CUTOFF = dt.datetime(1998, 3, 1, tzinfo=dt.UTC)
 ML100K_KS = (5, 10, 20)
 ML100K_ITEM_FIXED = ["item_id", "title", "release_date", "video_release_date", "imdb_url"]
-ACCURACY_METRICS = [
-    "precision",
-    "recall",
-    "hit_rate",
-    "mrr",
-    "map",
-    "ndcg",
-    "arhr",
-    "f1",
-    "f_beta",
-    "r_precision",
-    "rbp",
-]
+ACCURACY_METRICS = list(reference.METRICS)  # the accuracy metrics, in registry order
 BEYOND_METRICS = [
     "coverage",
     "gini",

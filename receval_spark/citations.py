@@ -8,6 +8,11 @@ ABDOLLAHPOURI_19 = (
     "with personalized re-ranking, FLAIRS 2019 (average recommendation popularity, here "
     "relative to the catalogue's)"
 )
+ABDOLLAHPOURI_19_LONG_TAIL = (
+    "Abdollahpouri, Burke & Mobasher, Managing popularity bias in recommender systems with "
+    "personalized re-ranking, FLAIRS 2019 (APLT and ACLT, §4; the long tail here: outside the "
+    "items=head share of the train interactions)"
+)
 DESHPANDE_04 = "Deshpande & Karypis, Item-based top-N recommendation algorithms, ACM TOIS 2004"
 GE_10 = (
     "Ge, Delgado-Battenfeld & Jannach, Beyond accuracy: evaluating recommender systems by"

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from receval_spark.citations import (
     ABDOLLAHPOURI_19,
+    ABDOLLAHPOURI_19_LONG_TAIL,
     DESHPANDE_04,
     GE_10,
     HERLOCKER_04,
@@ -242,6 +243,26 @@ METRICS: tuple[Metric, ...] = (
             "RecBole": "`shannonentropy`: natural log, divided by the number of distinct "
             "recommended items",
         },
+    ),
+    Metric(
+        name="aplt",
+        family="beyond",
+        reference=ABDOLLAHPOURI_19_LONG_TAIL,
+        scope="user",
+        formula="|{i ∈ R_k(u) : i in the long tail}| / |R_k(u)|; long tail = the items outside "
+        "the head (items=head: the most popular train items holding evaluation.head_share of "
+        "the train interactions), items without a train interaction included",
+        peers={
+            "Recommenders": "none; its issue #2283 asks for APLT/ACLT",
+        },
+    ),
+    Metric(
+        name="aclt",
+        family="beyond",
+        reference=ABDOLLAHPOURI_19_LONG_TAIL,
+        scope="user",
+        formula="|{i ∈ R_k(u) : i in the long tail}|, the long tail as for aplt",
+        bounds=NON_NEGATIVE,
     ),
     Metric(
         name="novelty",

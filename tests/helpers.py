@@ -289,6 +289,8 @@ BEYOND_METRICS = [
     "coverage",
     "gini",
     "entropy",
+    "aplt",
+    "aclt",
     "novelty",
     "popularity_bias",
     "personalization",

@@ -607,6 +607,30 @@ def serendipity_per_user(
     return out
 
 
+HEAD_SHARE = 0.5  # evaluation.head_share's default
+
+
+def head_items(train: pd.DataFrame, head_share: float = HEAD_SHARE) -> set[object]:
+    """The head (docs/evaluation.md, segments items=head): train items by train interactions,
+    most first, ties by item id; an item is in the head when the items before it hold less
+    than head_share of all train interactions."""
+    counts = train.groupby(ITEM).size()
+    ordered = sorted(counts.items(), key=lambda pair: (-pair[1], pair[0]))
+    total, before, head = int(counts.sum()), 0, set()
+    for item, n in ordered:
+        if before < head_share * total:
+            head.add(item)
+        before += int(n)
+    return head
+
+
+def long_tail_per_user(ranking: Lists, head: set[object]) -> tuple[dict, dict]:
+    """(APLT, ACLT) per user (Abdollahpouri, Burke & Mobasher, FLAIRS 2019): the share and the
+    number of the list's items outside ``head``."""
+    counts = {u: sum(1 for item in items if item not in head) for u, items in ranking.items()}
+    return {u: counts[u] / len(items) for u, items in ranking.items()}, counts
+
+
 def beyond_metrics(
     lists: pd.DataFrame,
     train: pd.DataFrame,
@@ -622,13 +646,15 @@ def beyond_metrics(
 
     Returns (group table (k, metric, value, n_users, std), per-user long table
     (user_id, k, metric, value)). Group metrics: coverage, gini, entropy, popularity_bias,
-    personalization (n_users = number of lists, std NaN). Per-user metrics (novelty, and
+    personalization (n_users = number of lists, std NaN). Per-user metrics (novelty, aplt and
+    aclt (the head of ``head_items``), and
     ild_category, category_coverage / ild_embedding / serendipity when their inputs are
     given) are macro averaged by ``macro_average`` (n_users = users with a value, std with
     ddof=1).
     personalization_jaccard is sampled and left to ``jaccard_distances``.
     """
     users_of, interactions, n_train_users = train_statistics(train)
+    head = head_items(train)
     catalogue = list(users_of) if catalogue is None else list(dict.fromkeys(catalogue))
     relevant: dict[object, set[object]] = {}
     if truth is not None:
@@ -648,6 +674,7 @@ def beyond_metrics(
         }
         group_rows += [(int(k), m, v, n, float("nan")) for m, v in group.items()]
         per_user = {"novelty": novelty_per_user(ranking, users_of, n_train_users)}
+        per_user["aplt"], per_user["aclt"] = long_tail_per_user(ranking, head)
         if categories is not None:
             per_user["ild_category"] = ild_category_per_user(ranking, categories)
             per_user["category_coverage"] = category_coverage_per_user(

@@ -57,6 +57,8 @@ def test_the_families_and_their_metrics():
         "coverage",
         "gini",
         "entropy",
+        "aplt",
+        "aclt",
         "novelty",
         "popularity_bias",
         "personalization",
@@ -105,6 +107,7 @@ def test_each_property_written_out():
     }
     assert {(m.family, m.name): m.bounds for m in METRICS if m.bounds != UNIT} == {
         ("beyond", "entropy"): NON_NEGATIVE,
+        ("beyond", "aclt"): NON_NEGATIVE,
         ("beyond", "novelty"): NON_NEGATIVE,
         ("beyond", "popularity_bias"): NON_NEGATIVE,
         ("beyond", "ild_embedding"): (0.0, 2.0),
@@ -256,7 +259,7 @@ def test_contract_metric_column_lists_the_registry():
     (metric,) = [row for row in rows if row[0] == "metric"]
     # the stability family (docs/datasets.md, output.lists) and the accuracy metrics the field
     # asked for after the contract (f_beta, r_precision, rbp) are the project's additions
-    added = {"f_beta", "r_precision", "rbp"}
+    added = {"f_beta", "r_precision", "rbp", "aplt", "aclt"}
     assert set(quoted(metric[2])) == {
         m.name for m in METRICS if m.family != "stability" and m.name not in added
     }

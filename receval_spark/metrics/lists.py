@@ -135,7 +135,9 @@ class BeyondInputs:
     Rel(u) as (user_id, item_id, ...). ``expected``: (user_id, item_id, rank), the items that
     are not surprising for serendipity: item i is expected in u's list at k when rank <= k (the
     rank in u's popularity list; 0 for an expectation that holds at every k).
-    ``categories`` / ``units``: item metadata, or None when absent.
+    ``categories`` / ``units``: item metadata, or None when absent. ``head``: (item_id) of
+    the head items (items=head), whose complement is the long tail of aplt and aclt; None:
+    neither is computed.
     """
 
     catalogue: DataFrame
@@ -144,3 +146,4 @@ class BeyondInputs:
     expected: DataFrame
     categories: DataFrame | None = None
     units: DataFrame | None = None
+    head: DataFrame | None = None

@@ -1,5 +1,6 @@
 """The per-user beyond-accuracy metrics of the rankings, every k in one pass: novelty,
-ILD (categories, embeddings), category coverage and serendipity, as (*by, user_id, k, metric,
+ILD (categories, embeddings), category coverage, serendipity and the long-tail share and count
+(aplt, aclt), as (*by, user_id, k, metric,
 value) rows for macro averaging with the accuracy metrics. The formulas are in their family
 modules (:mod:`~receval_spark.metrics.novelty`, :mod:`~receval_spark.metrics.diversity`).
 """
@@ -35,6 +36,8 @@ from receval_spark.metrics.novelty import (
 from receval_spark.registry import family
 
 PER_USER_METRICS = tuple(m.name for m in family("beyond") if m.scope == "user")
+APLT, ACLT = "aplt", "aclt"  # the long-tail share and count of a list (Abdollahpouri 2019)
+LIST_SUMS = (NOVELTY, ILD_EMBEDDING, APLT, ACLT)  # one aggregate per ranking and k each
 
 
 def per_user_beyond(
@@ -72,7 +75,7 @@ def per_user_beyond(
     aggregates = _list_aggregates(ks=ks, wanted=wanted)
     per_list = rows.groupBy(*keys).agg(F.count(F.lit(1)).alias("_slots"), *aggregates)
     values: dict[tuple[str, int], Column] = {
-        (m, k): F.col(f"{m}_{k}") for m in (NOVELTY, ILD_EMBEDDING) if m in wanted for k in ks
+        (m, k): F.col(f"{m}_{k}") for m in LIST_SUMS if m in wanted for k in ks
     }
     if SERENDIPITY in wanted:
         per_list = per_list.join(
@@ -92,6 +95,8 @@ def _computable(metrics: Sequence[str], inputs: BeyondInputs) -> list[str]:
         ILD_CATEGORY: inputs.categories,
         CATEGORY_COVERAGE: inputs.categories,
         ILD_EMBEDDING: inputs.units,
+        APLT: inputs.head,
+        ACLT: inputs.head,
     }
     return [m for m in PER_USER_METRICS if m in metrics and described.get(m, True) is not None]
 
@@ -112,14 +117,24 @@ def _with_item_attributes(
         rows = with_train_users(rows, inputs.catalogue, inputs.totals)
     if ILD_EMBEDDING in wanted and inputs.units is not None:
         rows = rows.join(inputs.units, on=ITEM, how="left")
+    if {APLT, ACLT} & set(wanted) and inputs.head is not None:
+        head = inputs.head.select(ITEM, F.lit(True).alias("_head"))
+        rows = rows.join(head, on=ITEM, how="left")
     return rows, known
 
 
 def _list_aggregates(*, ks: Sequence[int], wanted: Sequence[str]) -> list[Column]:
-    """``novelty_<k>`` and ``ild_embedding_<k>`` of one ranking's rows, for every k."""
+    """``novelty_<k>``, ``ild_embedding_<k>``, ``aplt_<k>`` and ``aclt_<k>`` of one ranking's
+    rows, for every k (an item without a head row is in the long tail)."""
     aggregates: list[Column] = []
+    tail = F.col("_head").isNull()
     for k in ks:
         cut = F.col(RANK) <= k
+        if APLT in wanted:
+            share = F.when(cut, F.when(tail, F.lit(1.0)).otherwise(F.lit(0.0)))
+            aggregates.append(exact_mean(share).alias(f"{APLT}_{k}"))
+        if ACLT in wanted:
+            aggregates.append(F.count(F.when(cut & tail, F.lit(1))).alias(f"{ACLT}_{k}"))
         if NOVELTY in wanted:
             aggregates.append(exact_mean(F.when(cut, self_information())).alias(f"{NOVELTY}_{k}"))
         if ILD_EMBEDDING in wanted:

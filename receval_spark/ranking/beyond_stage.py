@@ -36,6 +36,7 @@ from receval_spark.ranking.custom_stage import ItemTables, custom_group_rows
 from receval_spark.ranking.models.als import als_item_embeddings
 from receval_spark.ranking.models.popularity import popularity_ranks
 from receval_spark.ranking.population import Population
+from receval_spark.ranking.relevance import item_popularity_segments
 from receval_spark.results import MetricRow, metric_row
 
 
@@ -128,6 +129,7 @@ def beyond_accuracy(
         expected=expected,
         categories=categories,
         units=vectors.units,
+        head=head_items(population, settings),
     )
     segmented = ranked.join(population.segments, on=USER)
     rows, per_user, exposure = _beyond_rows(ranked, segmented, population, inputs, settings)
@@ -146,7 +148,16 @@ def beyond_accuracy(
     )
 
 
-TRAIN_POPULARITY = ("novelty", "popularity_bias")  # defined by the train users of each item
+def head_items(population: Population, settings: EvaluationConfig) -> DataFrame | None:
+    """(item_id) of the head items (items=head over the train items, evaluation.head_share)
+    when aplt or aclt is computed; None otherwise."""
+    if not {"aplt", "aclt"} & set(settings.metrics):
+        return None
+    labels = item_popularity_segments(population.catalogue, head_share=settings.head_share)
+    return labels.filter(F.col("segment") == "items=head").select(ITEM)
+
+
+TRAIN_POPULARITY = ("novelty", "popularity_bias", "aplt", "aclt")  # defined by train popularity
 
 
 def _without_train(

@@ -4,6 +4,7 @@ personalization and the embedding ILD against explicit pairwise computations
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -910,3 +911,50 @@ def test_group_table_marks_bootstrapped_statistics(spark):
         "coverage": ("bootstrap", True, None),
         "personalization_jaccard": ("t", False, 1),
     }
+
+
+def test_long_tail_share_and_count_worked_example(spark):
+    """Train interactions: item 1 x3, 4 x2, 2, 3 and 5 x1 (8 in all). Head at share 0.5: item 1
+    (0 before it < 4), item 4 (3 before < 4); item 2 has 5 before it, so 2, 3, 5 and the unknown
+    9 are the long tail. k = 2: [1, 2], [1, 3], [9, 4] each hold one tail item (APLT 1/2, ACLT
+    1); k = 1: [1], [1], [9] -> 0, 0, 1."""
+    from receval_spark.ranking.relevance import item_popularity_segments
+
+    history = frame(spark, EXAMPLE_HISTORY, HISTORY)
+    catalogue = item_statistics(history)
+    labels = item_popularity_segments(catalogue, head_share=0.5)
+    head = labels.filter("segment = 'items=head'").select("item_id")
+    assert sorted(r.item_id for r in head.collect()) == [1, 4]
+    pandas_history = pd.DataFrame(EXAMPLE_HISTORY, columns=["user_id", "item_id"])
+    assert ref.head_items(pandas_history, 0.5) == {1, 4}
+    inputs = BeyondInputs(
+        catalogue=catalogue,
+        totals=catalogue_totals(history, catalogue),
+        truth=frame(spark, [(1, 2, 1.0)], TRUTH),
+        expected=frame(spark, [(1, 1, 1)], RANKED),
+        head=head,
+    )
+    per_user = per_user_beyond(
+        frame(spark, EXAMPLE_RANKED, RANKED), inputs, ks=[1, 2], metrics=["aplt", "aclt"]
+    )
+    got = {(r.metric, r.user_id, r.k): r.value for r in per_user.collect()}
+    assert got == {
+        **{("aplt", u, 2): 0.5 for u in (1, 2, 3)},
+        **{("aclt", u, 2): 1.0 for u in (1, 2, 3)},
+        ("aplt", 1, 1): 0.0,
+        ("aplt", 2, 1): 0.0,
+        ("aplt", 3, 1): 1.0,
+        ("aclt", 1, 1): 0.0,
+        ("aclt", 2, 1): 0.0,
+        ("aclt", 3, 1): 1.0,
+    }
+    # without the head table neither is computed
+    assert (
+        per_user_beyond(
+            frame(spark, EXAMPLE_RANKED, RANKED),
+            dataclasses.replace(inputs, head=None),
+            ks=[2],
+            metrics=["aplt", "aclt"],
+        )
+        is None
+    )

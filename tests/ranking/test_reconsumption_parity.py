@@ -68,7 +68,7 @@ def outcome(spark, log, tmp_path_factory):
             "k": list(KS),
             "baseline": None,
             "segments": [],
-            "metrics": ["precision", "recall", "hit_rate", "mrr", "map", "ndcg", "arhr", "f1"],
+            "metrics": list(ref.METRICS),
             "embeddings": {"source": "none"},
         },
         "models": [

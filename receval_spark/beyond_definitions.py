@@ -7,8 +7,12 @@ from __future__ import annotations
 from receval_spark.citations import (
     ABDOLLAHPOURI_19,
     ABDOLLAHPOURI_19_LONG_TAIL,
+    ADAMOPOULOS_14,
+    DIAZ_20,
     GE_10,
+    SAPIEZYNSKI_19,
     SHANI_11,
+    STECK_18,
     VARGAS_14,
     WEBBER_10,
     ZHOU_10,
@@ -167,6 +171,61 @@ BEYOND_METRICS: tuple[Metric, ...] = (
             "RePlay": "`Unexpectedness`: the share of the list absent from a base model's list, "
             "relevant or not",
         },
+    ),
+    Metric(
+        name="miscalibration",
+        family="beyond",
+        reference=STECK_18,
+        scope="user",
+        formula="KL(p ‖ q̃) = Σ_c p(c|u) ln(p(c|u) / q̃(c|u)), p the category shares of u's "
+        "train items, q those of R_k(u) (each item's categories weighted 1/|C_i|), "
+        "q̃ = 0.99·q + 0.01·p; no value without described history or list items",
+        bounds=NON_NEGATIVE,
+        larger_is_better=False,
+    ),
+    Metric(
+        name="awrf",
+        family="beyond",
+        reference=SAPIEZYNSKI_19,
+        scope="user",
+        formula="1 - JS distance (base 2) between the list's attention-weighted group shares "
+        "(a_i = 1/log2(i + 1)) and the target (the groups' catalogue shares); groups: "
+        "evaluation.item_segments, else items=head / items=tail",
+    ),
+    Metric(
+        name="exposure_gap",
+        family="beyond",
+        reference=DIAZ_20,
+        scope="group",
+        formula="½ Σ_g |E_g - t_g|, E_g the share of the lists' attention (a_i = 1/log2(i + 1)) "
+        "on group g over all lists, t_g the group's catalogue share; groups as for awrf",
+        larger_is_better=False,
+    ),
+    Metric(
+        name="intersection",
+        family="beyond",
+        reference="the overlap share of two top-k lists (RecTools `Intersection`)",
+        scope="user",
+        formula="|A ∩ B| / |A|, A the model's top k, B the reference model's "
+        "(evaluation.agreement_reference, default the baseline)",
+        larger_is_better=False,
+    ),
+    Metric(
+        name="agreement_rbo",
+        family="beyond",
+        reference=WEBBER_10,
+        scope="user",
+        formula="RBO_ext of A and B at depth k, persistence evaluation.rbo_persistence, B the "
+        "reference model's top k (as stability_rbo)",
+        larger_is_better=False,
+    ),
+    Metric(
+        name="unexpectedness",
+        family="beyond",
+        reference=ADAMOPOULOS_14,
+        scope="user",
+        formula="|A \\ B| / |A|, B the baseline model's top k (evaluation.baseline)",
+        peers={"RePlay": f"`Unexpectedness`: {SAME} (its base recommendations given as a table)"},
     ),
     # night-over-night stability (docs/evaluation.md#stability, output.lists): tonight's
     # lists against the model's lists of the previous date that committed them

@@ -64,3 +64,10 @@ ZHOU_10 = (
 ZIEGLER_05 = (
     "Ziegler et al., Improving recommendation lists through topic diversification, WWW 2005"
 )
+STECK_18 = "Steck, Calibrated recommendations, RecSys 2018"
+DIAZ_20 = "Diaz et al., Evaluating stochastic rankings with expected exposure, CIKM 2020"
+SAPIEZYNSKI_19 = (
+    "Sapiezynski et al., Quantifying the impact of user attention on fair group representation "
+    "in ranked lists, WWW 2019 companion"
+)
+ADAMOPOULOS_14 = "Adamopoulos & Tuzhilin, On unexpectedness in recommender systems, ACM TIST 2014"

@@ -5,6 +5,7 @@ embeddings, serendipity, tuning, off-policy, custom metrics, data-quality thresh
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
@@ -31,6 +32,17 @@ else:
     AccuracyMetric = Literal[ACCURACY_METRICS]
     BeyondMetric = Literal[BEYOND_METRICS]
     MetricName = AccuracyMetric | BeyondMetric
+
+
+@dataclass(frozen=True)
+class RandomizationTest:
+    """Fisher's paired randomization (sign-flip) test of the comparisons
+    (receval_spark.metrics.randomization): ``permutations`` random sign assignments per
+    comparison (fewer points are enumerated exactly), drawn from a generator seeded with
+    xxhash64(``seed``, the comparison's key)."""
+
+    permutations: int
+    seed: int
 
 
 class EmbeddingsConfig(_Strict):
@@ -101,7 +113,9 @@ class TuningConfig(_Strict):
     k: int = Field(default=10, ge=1, le=1000, description="The metric's cut-off.")
 
 
-PROTOCOL = re.compile(r"full|sampled_([1-9][0-9]*)")
+PROTOCOL = re.compile(r"full|debiased_iqr|sampled_([1-9][0-9]*)")
+DEBIASED_PROTOCOL = "debiased_iqr"
+CORRECTED_SUFFIX = "_corrected"  # sampled_<N>_corrected: the rows of evaluation.sampled_correction
 
 
 class OffPolicyConfig(_Strict):
@@ -235,8 +249,21 @@ class EvaluationConfig(_Strict):
     )
     protocol: list[str] = Field(
         default_factory=lambda: ["full"],
-        description="`full` (always evaluated) and/or `sampled_<N>`: each ranks the relevant "
-        "items among N sampled negatives.",
+        description="`full` (always evaluated), `debiased_iqr` (the full lists against a "
+        "test set whose bestsellers are down-sampled) and/or `sampled_<N>` (the relevant items "
+        "ranked among N sampled negatives).",
+    )
+    sampled_correction: bool = Field(
+        default=True,
+        description="Beside every `sampled_<N>`'s rows, report `sampled_<N>_corrected`: each "
+        "positive's rank among the negatives scaled to the user's whole pool of negatives.",
+    )
+    debias_iqr_coef: float = Field(
+        default=1.5,
+        ge=0.0,
+        allow_inf_nan=False,
+        description="`debiased_iqr`: items whose test popularity exceeds Q3 + coef·IQR keep "
+        "that many of their relevant test pairs (RecTools' `iqr_coef`).",
     )
     definitions: Literal["receval", "spark_mllib", "recommenders"] = Field(
         default="receval",
@@ -263,6 +290,11 @@ class EvaluationConfig(_Strict):
         default="popularity",
         description="The model every other model is compared with in `comparisons/`; null: "
         "no comparisons.",
+    )
+    agreement_reference: str | None = Field(
+        default=None,
+        description="The model whose lists intersection@k and agreement_rbo@k compare every "
+        "model's with; null: the baseline.",
     )
     min_users: int = Field(
         default=100, ge=0, description="Warn when fewer users than this are evaluated."
@@ -325,6 +357,20 @@ class EvaluationConfig(_Strict):
         description="Poisson bootstrap replicates of the group statistics' intervals; 0: no "
         "intervals.",
     )
+    randomization_test: bool = Field(
+        default=False,
+        description="Add Fisher's paired randomization (sign-flip) test to every comparison "
+        "(`p_randomization`): exact for few users, else from `randomization_permutations` "
+        "seeded draws; costs time (docs/statistics.md#randomization-test).",
+    )
+    randomization_permutations: int = Field(
+        default=10_000,
+        ge=1,
+        le=1_000_000,
+        description="Random sign assignments per comparison of the randomization test "
+        "(its smallest p is 1 / (N + 1)); at most this many points are also enumerated "
+        "exactly.",
+    )
     alerts: list[AlertRule] = Field(
         default_factory=list, description="Regression alert rules (docs/nightly.md)."
     )
@@ -373,6 +419,13 @@ class EvaluationConfig(_Strict):
             )
         return value
 
+    def randomization(self) -> RandomizationTest | None:
+        """The paired randomization test's settings (seeded by ``seed``); None when
+        ``randomization_test`` is off."""
+        if not self.randomization_test:
+            return None
+        return RandomizationTest(permutations=self.randomization_permutations, seed=self.seed)
+
     def user_rule(self) -> UserRule:
         """The resolved ``users``: as given, else ``listed_or_relevant`` under
         ``definitions: spark_mllib`` (MLlib averages over every query) and ``relevant``
@@ -384,21 +437,24 @@ class EvaluationConfig(_Strict):
     @field_validator("protocol", mode="before")
     @classmethod
     def _protocols(cls, value: Any) -> Any:
-        """``full``, ``sampled_<N>`` (N >= 1), or a list of them. ``full`` is always
-        evaluated (and comes first): a sampled protocol adds rows labelled with its name."""
+        """``full``, ``debiased_iqr``, ``sampled_<N>`` (N >= 1), or a list of them. ``full`` is
+        always evaluated (and comes first): every other protocol adds rows labelled with its
+        name."""
         names = [value] if isinstance(value, str) else value
         if not isinstance(names, list) or not names:
-            raise ValueError("give full, sampled_<N> (e.g. sampled_100) or a list of them")
+            raise ValueError(
+                "give full, debiased_iqr, sampled_<N> (e.g. sampled_100) or a list of them"
+            )
         bad = [n for n in names if not (isinstance(n, str) and PROTOCOL.fullmatch(n))]
         if bad:
             raise ValueError(
-                f"unknown protocol {bad[0]!r}; use full or sampled_<N> with N negatives per "
-                "user, e.g. [full, sampled_100]"
+                f"unknown protocol {bad[0]!r}; use full, debiased_iqr or sampled_<N> with N "
+                "negatives per user, e.g. [full, debiased_iqr, sampled_100]"
             )
         return sorted({"full", *names}, key=lambda n: (n != "full", len(n), n))
 
 
 def sampled_negatives(protocol: str) -> int | None:
-    """N of ``sampled_<N>``; None for ``full``."""
+    """N of ``sampled_<N>``; None for ``full`` and ``debiased_iqr``."""
     found = PROTOCOL.fullmatch(protocol)
     return int(found.group(1)) if found and found.group(1) else None

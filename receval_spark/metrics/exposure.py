@@ -50,9 +50,12 @@ ENTROPY = "entropy"
 POPULARITY_BIAS = "popularity_bias"
 PERSONALIZATION = "personalization"
 # the registry's group statistics of the lists read off the exposure blocks: all but the
-# sampled Jaccard personalization (diversity.jaccard_pair_distances)
+# sampled Jaccard personalization (diversity.jaccard_pair_distances) and the exposure gap of
+# item groups (receval_spark.metrics.fairness)
 GROUP_STATISTICS = tuple(
-    m.name for m in family("beyond") if m.scope == "group" and m.name != PERSONALIZATION_JACCARD
+    m.name
+    for m in family("beyond")
+    if m.scope == "group" and m.name not in (PERSONALIZATION_JACCARD, "exposure_gap")
 )
 LONG_TAIL_COUNTS = ("n_items", "train_interactions", "n_recommended_items", "recommendations")
 

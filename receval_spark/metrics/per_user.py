@@ -14,6 +14,8 @@ from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, RANK, USER
 from receval_spark.metrics.aggregate import exact_mean, to_long
+from receval_spark.metrics.agreement import AGREEMENT_METRICS
+from receval_spark.metrics.calibration import MISCALIBRATION
 from receval_spark.metrics.diversity import (
     CATEGORY_COVERAGE,
     ILD_CATEGORY,
@@ -25,6 +27,7 @@ from receval_spark.metrics.diversity import (
     list_diversity,
     vector_sum,
 )
+from receval_spark.metrics.fairness import AWRF
 from receval_spark.metrics.lists import BeyondInputs
 from receval_spark.metrics.novelty import (
     NOVELTY,
@@ -35,7 +38,12 @@ from receval_spark.metrics.novelty import (
 )
 from receval_spark.registry import family
 
-PER_USER_METRICS = tuple(m.name for m in family("beyond") if m.scope == "user")
+# the per-user metrics of other passes: calibration, awrf and agreement with another model's
+# lists (receval_spark.ranking.fairness_stage)
+ELSEWHERE = (MISCALIBRATION, AWRF, *AGREEMENT_METRICS)
+PER_USER_METRICS = tuple(
+    m.name for m in family("beyond") if m.scope == "user" and m.name not in ELSEWHERE
+)
 APLT, ACLT = "aplt", "aclt"  # the long-tail share and count of a list (Abdollahpouri 2019)
 LIST_SUMS = (NOVELTY, ILD_EMBEDDING, APLT, ACLT)  # one aggregate per ranking and k each
 

@@ -107,9 +107,11 @@ def _depth_sum(low: Column, high: Column, term: Callable[[Column], Column]) -> C
 def list_agreement(
     tonight: DataFrame, previous: DataFrame, *, ks: Sequence[int], persistence: float
 ) -> DataFrame:
-    """(model, user_id, k, stability_jaccard, stability_rbo): per model and user with a list
-    at k on both nights, the Jaccard similarity and RBO_ext (module docstring) of the two lists.
-    Both in the ``lists`` dataset's columns (model, user_id, rank, item_id)."""
+    """(model, user_id, k, stability_jaccard, stability_rbo, common, listed): per model and
+    user with a list at k on both sides, the Jaccard similarity and RBO_ext (module docstring)
+    of the two lists, |A ∩ B| and |A|. Both in the ``lists`` dataset's columns (model,
+    user_id, rank, item_id); ``previous`` may be any reference list under the same keys (the
+    agreement metrics: another model's lists tonight, receval_spark.metrics.agreement)."""
     p = F.lit(persistence)
     pairs = _sizes(tonight, ks, "a").join(_sizes(previous, ks, "b"), on=[*KEYS, "k"])
     pairs = pairs.withColumns(
@@ -143,6 +145,8 @@ def list_agreement(
         F.col("k").cast("int").alias("k"),
         (x_l / union).alias(JACCARD),
         F.least(F.greatest(rbo, F.lit(0.0)), F.lit(1.0)).alias(RBO),
+        x_l.alias("common"),
+        F.col("n_a").alias("listed"),
     )
 
 

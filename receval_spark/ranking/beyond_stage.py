@@ -20,6 +20,7 @@ from receval_spark.config import (
     ModelConfig,
     PopularityModel,
 )
+from receval_spark.metrics.aggregate import union_all
 from receval_spark.metrics.diversity import unit_vectors
 from receval_spark.metrics.exposure import long_tail, ranking_exposure
 from receval_spark.metrics.group import group_beyond
@@ -33,6 +34,7 @@ from receval_spark.metrics.novelty import content_expected
 from receval_spark.metrics.per_user import per_user_beyond
 from receval_spark.ranking.accuracy_stage import macro_rows
 from receval_spark.ranking.custom_stage import ItemTables, custom_group_rows
+from receval_spark.ranking.fairness_stage import list_metrics
 from receval_spark.ranking.models.als import als_item_embeddings
 from receval_spark.ranking.models.popularity import popularity_ranks
 from receval_spark.ranking.population import Population
@@ -96,13 +98,15 @@ def beyond_accuracy(
     history_rows: int,
     catalogue: DataFrame | None = None,
     catalogue_source: str | None = None,
+    item_segments: DataFrame | None = None,
 ) -> BeyondAccuracy:
     """Beyond-accuracy metrics of the top-k lists at every k: per-user ones macro-averaged,
     group ones with bootstrap intervals, the custom group metrics, and the long-tail table.
     The serendipity baseline is the lists of the popularity model among ``models`` (the
     configured ones), else the popularity ranks of the relevant recommended items;
     ``history_rows``: train (+ validation) rows, which size the ALS item embeddings;
-    ``catalogue``: (item_id) of ``catalogue_source`` (data.catalogue or data.items), or None."""
+    ``catalogue``: (item_id) of ``catalogue_source`` (data.catalogue or data.items), or None;
+    ``item_segments``: (item_id, segment) of evaluation.item_segments, the exposure groups."""
     settings, untrained = _without_train(settings, history_rows)
     universe = catalogue_of(population, catalogue, source=catalogue_source)
     described = _described(items, universe.items)
@@ -132,7 +136,20 @@ def beyond_accuracy(
         head=head_items(population, settings),
     )
     segmented = ranked.join(population.segments, on=USER)
-    rows, per_user, exposure = _beyond_rows(ranked, segmented, population, inputs, settings)
+    more = list_metrics(
+        ranked,
+        population,
+        settings,
+        catalogue=universe.items,
+        categories=categories,
+        item_segments=item_segments,
+        models=[m.name for m in models],
+    )
+    rows, per_user, exposure = _beyond_rows(
+        ranked, segmented, population, inputs, settings, more.per_user
+    )
+    rows += more.rows
+    warnings += more.warnings
     members = catalogue_members(universe.items)  # the group custom metrics' catalogue: I
     rows += custom_group_rows(segmented, members, settings=settings, items=items)
     everyone = exposure.filter(F.col("segment") == "all").drop("segment")
@@ -157,7 +174,8 @@ def head_items(population: Population, settings: EvaluationConfig) -> DataFrame 
     return labels.filter(F.col("segment") == "items=head").select(ITEM)
 
 
-TRAIN_POPULARITY = ("novelty", "popularity_bias", "aplt", "aclt")  # defined by train popularity
+# defined by train popularity (awrf and exposure_gap: by the head items and the train catalogue)
+TRAIN_POPULARITY = ("novelty", "popularity_bias", "aplt", "aclt", "awrf", "exposure_gap")
 
 
 def _without_train(
@@ -241,14 +259,17 @@ def _beyond_rows(
     population: Population,
     inputs: BeyondInputs,
     settings: EvaluationConfig,
+    more: DataFrame | None,
 ) -> tuple[list[MetricRow], DataFrame | None, DataFrame]:
-    """The macro rows of the per-user beyond-accuracy metrics and the rows of the group ones
+    """The macro rows of the per-user beyond-accuracy metrics (with ``more``: the per-user
+    rows of receval_spark.ranking.fairness_stage) and the rows of the group ones
     (``segmented``: the lists joined with the user segments), the per-user table (persisted;
     None without per-user metrics) and the item exposure by (model, segment, k), persisted."""
     rows = []
     per_user = per_user_beyond(
         ranked, inputs, ks=settings.k, by=["model"], metrics=settings.metrics
     )
+    per_user = union_all([f for f in (per_user, more) if f is not None])
     if per_user is not None:
         per_user = persist(per_user.join(population.segments, on=USER))
         rows += macro_rows(per_user)

@@ -18,7 +18,13 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from receval_spark.columns import USER
-from receval_spark.config import EvaluationConfig, JobConfig, OffPolicyConfig, RollingSplit
+from receval_spark.config import (
+    EvaluationConfig,
+    JobConfig,
+    OffPolicyConfig,
+    RandomizationTest,
+    RollingSplit,
+)
 from receval_spark.metrics.aggregate import union_all
 from receval_spark.metrics.compare import compare_run
 from receval_spark.metrics.stability import NightLists, night_lists
@@ -37,11 +43,13 @@ from receval_spark.ranking.custom_stage import (
     describe_custom_metrics,
     pair_attributes,
 )
+from receval_spark.ranking.debiased import DebiasFacts
 from receval_spark.ranking.leakage import split_leakage
 from receval_spark.ranking.lists import ModelLists, fit_scorers, model_lists
 from receval_spark.ranking.models import Scorer
 from receval_spark.ranking.offpolicy_stage import off_policy_of_models
 from receval_spark.ranking.population import ActivityQuartiles, Population, evaluated_population
+from receval_spark.ranking.protocols import labelled_protocols
 from receval_spark.ranking.quality import log_facts
 from receval_spark.ranking.rating_task import (
     RATING_TASK_WARNING,
@@ -53,7 +61,6 @@ from receval_spark.ranking.rating_task import (
     unpredicted_warnings,
 )
 from receval_spark.ranking.rolling import pooled_outcome
-from receval_spark.ranking.sampled import sampled_protocol
 from receval_spark.ranking.split import (
     PartCounts,
     Split,
@@ -95,7 +102,8 @@ class RunFacts:
     counts, the activity quartiles, the users each model's fallback served, the catalogue
     of the beyond-accuracy metrics (source and size, docs/evaluation.md#catalogue), the item
     metadata counts, the ALS blocks of the item embeddings, where the item vectors came from,
-    each model's list coverage and the data-quality facts (None: not part of this run)."""
+    each model's list coverage, the data-quality facts and what ``debiased_iqr`` down-sampled
+    (None: not part of this run)."""
 
     params: Mapping[str, Any]
     parts: Mapping[str, PartCounts]
@@ -111,6 +119,7 @@ class RunFacts:
     embeddings: str | None = None
     list_coverage: Mapping[str, float] | None = None
     data_quality: Sequence[Fact] | None = None
+    debiased: DebiasFacts | None = None
 
     @classmethod
     def of_split(cls, split: Split, settings: EvaluationConfig) -> RunFacts:
@@ -126,11 +135,17 @@ class RunFacts:
         )
 
     def with_ranking(
-        self, population: Population, lists: ModelLists, beyond: BeyondAccuracy, checked: Checked
+        self,
+        population: Population,
+        lists: ModelLists,
+        beyond: BeyondAccuracy,
+        checked: Checked,
+        accuracy: Accuracy,
     ) -> RunFacts:
         """These facts and those the ranking task's steps found."""
         return dataclasses.replace(
             self,
+            debiased=accuracy.debiased,
             activity=population.activity,
             fallback_users=lists.fallback_users,
             catalogue=beyond.catalogue,
@@ -170,6 +185,8 @@ class RunFacts:
             record["list_coverage"] = dict(self.list_coverage)
         if self.data_quality is not None:
             record["data_quality"] = [f.record() for f in self.data_quality]
+        if self.debiased is not None:
+            record["debiased_iqr"] = self.debiased.record()
         return record
 
 
@@ -190,7 +207,11 @@ def evaluate_ranking(
                 clock.start("split")
             clock.note(window=f"{w} of {len(windows)}")
             outcomes.append(evaluate_split(config, inputs, split, clock=clock))
-        return pooled_outcome(outcomes, baseline=config.evaluation.baseline)
+        return pooled_outcome(
+            outcomes,
+            baseline=config.evaluation.baseline,
+            randomization=config.evaluation.randomization(),
+        )
     split = split_interactions(config.split, inputs.interactions, inputs.given_split)
     return evaluate_split(config, inputs, split, clock=clock)
 
@@ -223,7 +244,9 @@ def evaluate_split(
     rows = [*accuracy.rows, *beyond.rows]
     per_user = union_all([f for f in (accuracy.per_user, beyond.per_user) if f is not None])
     clock.start("statistics")
-    comparisons = _comparisons({"full": per_user, **accuracy.sampled}, settings.baseline)
+    comparisons = _comparisons(
+        {"full": per_user, **accuracy.labelled}, settings.baseline, settings.randomization()
+    )
     off_policy = _off_policy(
         config.off_policy_settings, inputs.impressions, scorers, lists, population, clock=clock
     )
@@ -235,7 +258,7 @@ def evaluate_split(
         comparisons=comparisons,
         per_user=per_user,
         long_tail=beyond.long_tail,
-        split=head.with_ranking(population, lists, beyond, checked).record(),
+        split=head.with_ranking(population, lists, beyond, checked, accuracy).record(),
         n_users_evaluated=population.n_users,
         checks=checked.checks,
         warnings=checked.warnings + beyond.warnings,
@@ -271,18 +294,21 @@ def _beyond(
         history_rows=history_row_count(head.parts),
         catalogue=inputs.catalogue,
         catalogue_source=config.data.catalogue_key,
+        item_segments=inputs.item_segments,
     )
 
 
 @dataclass(frozen=True)
 class Accuracy:
     """The accuracy step's macro rows (the full protocol's built-in and custom metrics, then
-    each sampled protocol's) and per-user tables: the full protocol's (None without accuracy
-    metrics) and each sampled protocol's, by protocol."""
+    each labelled protocol's) and per-user tables: the full protocol's (None without accuracy
+    metrics) and each labelled protocol's, by label; the facts of ``debiased_iqr``'s
+    down-sampling (None without it)."""
 
     rows: list[MetricRow]
     per_user: DataFrame | None
-    sampled: dict[str, DataFrame | None]
+    labelled: dict[str, DataFrame | None]
+    debiased: DebiasFacts | None = None
 
 
 def _accuracy_metrics(
@@ -295,8 +321,8 @@ def _accuracy_metrics(
     items: ItemTables,
 ) -> Accuracy:
     """Per-user accuracy of every model's lists by user and item segment, the per-user custom
-    metrics, their macro averages, then each sampled protocol
-    (docs/evaluation.md#sampled-protocol-sampled_n)."""
+    metrics, their macro averages, then each labelled protocol
+    (docs/evaluation.md#labelled-protocols)."""
     ranked, models = lists.ranked, lists.models
     full = accuracy_per_user(
         ranked, population, models=models, settings=settings, item_segments=inputs.item_segments
@@ -306,27 +332,28 @@ def _accuracy_metrics(
     )
     per_user = union_all([f for f in (full, custom) if f is not None])
     rows = macro_rows(per_user) if per_user is not None else []
-    sampled = {
-        protocol: sampled_protocol(
-            protocol,
-            scorers=scorers,
-            interactions=inputs.interactions,
-            population=population,
-            settings=settings,
-        )
-        for protocol in settings.protocol[1:]  # sampled_<N>, after full
-    }
-    rows += [row for protocol_rows, _ in sampled.values() for row in protocol_rows]
-    return Accuracy(rows, per_user, {p: table for p, (_, table) in sampled.items()})
+    labelled = labelled_protocols(
+        lists,
+        scorers,
+        population,
+        interactions=inputs.interactions,
+        settings=settings,
+        item_segments=inputs.item_segments,
+    )
+    return Accuracy(rows + labelled.rows, per_user, labelled.per_user, labelled.debiased)
 
 
 def _comparisons(
-    per_user: Mapping[str, DataFrame | None], baseline: str | None
+    per_user: Mapping[str, DataFrame | None],
+    baseline: str | None,
+    randomization: RandomizationTest | None,
 ) -> list[ComparisonRow]:
     """Every model's paired comparisons with the ``baseline`` model under each protocol
-    (docs/statistics.md#intervals-segments-and-paired-comparisons-design-7); none without a
-    baseline."""
-    return compare_run(dict(per_user), baseline=baseline) if baseline is not None else []
+    (docs/statistics.md#intervals-segments-and-paired-comparisons-design-7), with the
+    randomization test's p-values when ``randomization`` is given; none without a baseline."""
+    if baseline is None:
+        return []
+    return compare_run(dict(per_user), baseline=baseline, randomization=randomization)
 
 
 def _off_policy(
@@ -424,7 +451,12 @@ def _rating_prediction(
     clock.start("statistics")
     names = [m.name for m in models]
     baseline = config.evaluation.baseline if config.evaluation.baseline in names else None
-    comparisons = rating_comparisons(predictions, pairs.known, baseline=baseline)
+    comparisons = rating_comparisons(
+        predictions,
+        pairs.known,
+        baseline=baseline,
+        randomization=config.evaluation.randomization(),
+    )
     n_users = pairs.known.select(USER).distinct().count()
     leakage = split_leakage(config.split, split, timestamps=config.has_timestamps)
     warnings = [

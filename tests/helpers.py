@@ -298,6 +298,12 @@ BEYOND_METRICS = [
     "ild_category",
     "category_coverage",
     "serendipity",
+    "miscalibration",
+    "awrf",
+    "exposure_gap",
+    "intersection",
+    "agreement_rbo",
+    "unexpectedness",
 ]
 PERSONALIZATION_PAIRS = 60  # fewer than half the users, so the sample is a real one
 SEED = 42

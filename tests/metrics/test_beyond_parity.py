@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import reference as ref
+import reference_lists
 from helpers import (
     BEYOND_METRICS,
     ML100K_COLUMNS,
@@ -45,7 +46,7 @@ TOL = 1e-9
 THRESHOLD = 4.0
 PAIRS = PERSONALIZATION_PAIRS  # fewer than half the users, so the sample is a real one
 BEYOND = BEYOND_METRICS
-GROUP = {"coverage", "gini", "entropy", "popularity_bias", "personalization"}
+GROUP = {"coverage", "gini", "entropy", "popularity_bias", "personalization", "exposure_gap"}
 
 ML100K_MODELS = ("popularity", "random", "external")
 U_DATA_COLUMNS = ML100K_COLUMNS
@@ -142,6 +143,16 @@ def reference_metrics(
             jaccard.append((k, "personalization_jaccard", float(np.mean(values)), n_lists, std))
         table = pd.concat([table, pd.DataFrame(jaccard, columns=table.columns)])
         frames.append(table.assign(model=model))
+    frames.append(  # calibration, exposure of item groups, agreement with popularity's lists
+        reference_lists.list_metrics(
+            ranked,
+            models=models,
+            ks=ks,
+            train=train,
+            categories=categories,
+            reference_model="popularity",
+        )
+    )
     return pd.concat(frames, ignore_index=True)
 
 

@@ -67,6 +67,12 @@ def test_the_families_and_their_metrics():
         "ild_embedding",
         "category_coverage",
         "serendipity",
+        "miscalibration",
+        "awrf",
+        "exposure_gap",
+        "intersection",
+        "agreement_rbo",
+        "unexpectedness",
     )
     assert names("stability") == ("stability_jaccard", "stability_rbo", "exposure_churn")
     assert names("rating") == ("mae", "mse", "rmse")
@@ -77,6 +83,10 @@ def test_each_property_written_out():
     assert having(lambda m: not m.larger_is_better) == {
         ("beyond", "gini"),
         ("beyond", "popularity_bias"),
+        ("beyond", "miscalibration"),
+        ("beyond", "exposure_gap"),
+        ("beyond", "intersection"),
+        ("beyond", "agreement_rbo"),
         ("stability", "exposure_churn"),
         ("rating", "mae"),
         ("rating", "mse"),
@@ -100,6 +110,7 @@ def test_each_property_written_out():
         ("beyond", "popularity_bias"),
         ("beyond", "personalization"),
         ("beyond", "personalization_jaccard"),
+        ("beyond", "exposure_gap"),
         ("stability", "exposure_churn"),
         ("rating", "rmse"),
         ("session", "coverage"),
@@ -109,6 +120,7 @@ def test_each_property_written_out():
         ("beyond", "entropy"): NON_NEGATIVE,
         ("beyond", "aclt"): NON_NEGATIVE,
         ("beyond", "novelty"): NON_NEGATIVE,
+        ("beyond", "miscalibration"): NON_NEGATIVE,
         ("beyond", "popularity_bias"): NON_NEGATIVE,
         ("beyond", "ild_embedding"): (0.0, 2.0),
         ("rating", "mae"): NON_NEGATIVE,
@@ -259,7 +271,8 @@ def test_contract_metric_column_lists_the_registry():
     (metric,) = [row for row in rows if row[0] == "metric"]
     # the stability family (docs/datasets.md, output.lists) and the accuracy metrics the field
     # asked for after the contract (f_beta, r_precision, rbp) are the project's additions
-    added = {"f_beta", "r_precision", "rbp", "aplt", "aclt"}
+    added = {"f_beta", "r_precision", "rbp", "aplt", "aclt", "miscalibration", "awrf"}
+    added |= {"exposure_gap", "intersection", "agreement_rbo", "unexpectedness"}
     assert set(quoted(metric[2])) == {
         m.name for m in METRICS if m.family != "stability" and m.name not in added
     }

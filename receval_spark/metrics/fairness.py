@@ -156,6 +156,11 @@ def exposure_gap(attended: DataFrame, targets: DataFrame, *, by: Sequence[str]) 
     return _influence(attended, groups, gaps, by=by)
 
 
+def _deviation(squares: Column, n: Column) -> Column:
+    """sqrt(squares / (n - 1)) of n values with mean 0; null for a single value."""
+    return F.when(n > 1, F.sqrt(squares / (n - 1)))
+
+
 def _influence(
     attended: DataFrame, groups: DataFrame, gaps: DataFrame, *, by: Sequence[str]
 ) -> DataFrame:
@@ -181,6 +186,7 @@ def _influence(
         per_user.join(totals, on=list(by))
         .select(*by, "n_users", z.alias("_z"))
         .groupBy(*by, "n_users")
-        .agg(F.sqrt(exact_sum(F.col("_z") * F.col("_z")) / (F.col("n_users") - 1)).alias("std"))
+        .agg(exact_sum(F.col("_z") * F.col("_z")).alias("_zz"))
+        .select(*by, "n_users", _deviation(F.col("_zz"), F.col("n_users")).alias("std"))
     )
     return gaps.join(spread, on=list(by)).select(*by, EXPOSURE_GAP, "n_users", "std")

@@ -15,7 +15,7 @@ import datetime as dt
 import functools
 import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 
 import numpy as np
@@ -935,3 +935,117 @@ def exposure_churn(tonight: Lists, previous: Lists) -> float:
 
     e, f = shares(tonight), shares(previous)
     return sum(abs(e.get(i, 0.0) - f.get(i, 0.0)) for i in set(e) | set(f)) / 2
+
+
+# --- labelled protocols: debiased_iqr, sampled_<N>_corrected (docs/evaluation.md) -----------
+
+
+def debias_bound(popularity: Sequence[int], iqr_coef: float = 1.5) -> tuple[float, float, int]:
+    """(Q1, Q3, bound) as RecTools' ``make_debias``: the quartiles of the item popularities by
+    pandas' ``Series.quantile`` (linear interpolation), bound = int(Q3 + iqr_coef · IQR)."""
+    quartiles = pd.Series(list(popularity), dtype="float64").quantile([0.25, 0.75])
+    q1, q3 = float(quartiles.loc[0.25]), float(quartiles.loc[0.75])
+    return q1, q3, int(q3 + iqr_coef * (q3 - q1))
+
+
+def debiased_truth(
+    truth: pd.DataFrame,
+    *,
+    seed: int,
+    iqr_coef: float = 1.5,
+    kinds: tuple[str, str] = ("int", "int"),
+) -> tuple[pd.DataFrame, dict[str, float]]:
+    """Rel(u) with each item whose popularity (users with it in Rel(u)) exceeds the bound cut to
+    ``bound`` pairs: its users ordered by (xxhash64(seed, user, item), user), the first kept;
+    ``kinds``: the Spark types of the user and item ids. Returns the kept pairs and the facts
+    (q1, q3, bound, items_down_sampled, pairs_removed, users_removed)."""
+    popularity = truth.groupby(ITEM)[USER].nunique()
+    q1, q3, bound = debias_bound(popularity.to_numpy(), iqr_coef)
+    kept = []
+    for item, group in truth.groupby(ITEM, sort=False):
+        users = sorted(
+            group[USER],
+            key=lambda u: (
+                spark_xxhash64((seed, "int"), (int(u), kinds[0]), (int(item), kinds[1])),
+                u,
+            ),
+        )
+        chosen = set(users[:bound])
+        kept.append(group[group[USER].isin(chosen)])
+    debiased = pd.concat(kept, ignore_index=True)
+    facts = {
+        "q1": q1,
+        "q3": q3,
+        "bound": bound,
+        "items_down_sampled": int((popularity > bound).sum()),
+        "pairs_removed": len(truth) - len(debiased),
+        "users_removed": truth[USER].nunique() - debiased[USER].nunique(),
+    }
+    return debiased, facts
+
+
+def sampled_order(
+    pairs: Iterable[tuple[int, int]],
+    score: Callable[[int, int], float | None],
+    *,
+    seed: int,
+) -> dict[int, list[int]]:
+    """Each user's sampled items, best first (DESIGN §7): score descending (None last), equal
+    scores by xxhash64(seed, user, item) (int ids), then item id."""
+    by_user: dict[int, list[int]] = {}
+    for user, item in pairs:
+        by_user.setdefault(user, []).append(item)
+
+    def key(user: int, item: int) -> tuple[int, float, int, int]:
+        value = score(user, item)
+        hashed = spark_xxhash64((seed, "int"), (user, "int"), (item, "int"))
+        return (value is None, -(value or 0.0), hashed, item)
+
+    return {u: sorted(items, key=lambda i, u=u: key(u, i)) for u, items in by_user.items()}
+
+
+def corrected_positions(
+    ordered: Sequence[object], rel: Iterable[object], *, pool: int, negatives: int
+) -> dict[object, Fraction]:
+    """Each positive's estimated place in the full list: with s its place in the sampled
+    order, j its place among the positives and r = s - j + 1 its rank among the negatives
+    alone, j + (r - 1)·pool/negatives (j without negatives); an exact rational."""
+    relevant, places, j = set(rel), {}, 0
+    for s, item in enumerate(ordered, start=1):
+        if item in relevant:
+            j += 1
+            r = s - j + 1
+            places[item] = Fraction(j) + (Fraction((r - 1) * pool, negatives) if negatives else 0)
+    return places
+
+
+def metrics_at_places(
+    places: Mapping[object, Fraction], rel: Mapping[object, float], k: int
+) -> dict:
+    """``user_metrics``' definitions with each positive at a (rational) place instead of an
+    integer rank: a hit at k where place <= k; P@i at a hit = (hits at places <= its
+    place) / place; 1/place for MRR and ARHR; 1/log2(place + 1) for DCG; p^(place - 1) for
+    RBP. The thresholds compare rationals; the values are doubles of the rounded places."""
+    n_rel = len(rel)
+    hits = sorted((place, item) for item, place in places.items() if place <= k)
+    at = [float(place) for place, _ in hits]
+    ideal = sorted(rel.values(), reverse=True)[:k]
+    idcg = sum((2.0**g - 1.0) / math.log2(i + 1) for i, g in enumerate(ideal, start=1))
+    precision, recall = len(hits) / k, len(hits) / n_rel
+    cut = min(k, n_rel)
+    return {
+        "precision": precision,
+        "recall": recall,
+        "hit_rate": 1.0 if hits else 0.0,
+        "mrr": 1.0 / at[0] if hits else 0.0,
+        "map": sum(j / p for j, p in enumerate(at, start=1)) / cut,
+        "ndcg": sum((2.0 ** rel[item] - 1.0) / math.log2(float(place) + 1) for place, item in hits)
+        / idcg,
+        "arhr": sum(1.0 / p for p in at) / n_rel,
+        "f1": 0.0 if not hits else 2.0 * precision * recall / (precision + recall),
+        "f_beta": 0.0
+        if not hits
+        else (1 + F_BETA**2) * precision * recall / (F_BETA**2 * precision + recall),
+        "r_precision": sum(1 for place, _ in hits if place <= cut) / cut,
+        "rbp": (1 - RBP_PERSISTENCE) * sum(RBP_PERSISTENCE ** (p - 1) for p in at),
+    }

@@ -4,6 +4,8 @@ per-user accuracy at every k by user and item segment, and the macro averages wi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -23,10 +25,20 @@ from receval_spark.ranking.relevance import item_popularity_segments, scoped_tru
 from receval_spark.results import MetricRow, metric_row
 
 
-def macro_rows(per_user_long: DataFrame) -> list[MetricRow]:
-    """Macro averages with intervals of (model, segment, user_id, k, metric, value) rows."""
+def macro_rows(per_user_long: DataFrame, *, protocol: str = "full") -> list[MetricRow]:
+    """Macro averages of (model, segment, user_id, k, metric, value) rows, labelled with
+    ``protocol``, with intervals inside the metrics' bounds under it."""
     averages = macro_average(per_user_long, by=["model", "segment", "metric", "k"])
-    return [metric_row(r) for r in averages.collect()]
+    return [metric_row(r, protocol=protocol) for r in averages.collect()]
+
+
+@dataclass(frozen=True)
+class ProtocolAccuracy:
+    """One protocol's accuracy: its macro rows (labelled with it) and the per-user table its
+    comparisons pair users on (None: no model or no accuracy metric under it)."""
+
+    rows: list[MetricRow]
+    per_user: DataFrame | None
 
 
 def accuracy_per_user(

@@ -86,14 +86,19 @@ def oracle_check(
     coverage: float | None = None,
     empty_truth: int = 0,
 ) -> Check:
-    """``oracle_ndcg[name]``: the oracle's NDCG@k is 1 (within 1e-9) at every k over the users
-    with a relevant test item. ``empty_truth`` of the evaluated users have an empty Rel(u)
-    (``evaluation.users: listed_or_relevant``): they score 0 for every model, the oracle
-    included, so a row's mean over its n users is read as the mean over the others,
-    value · n / (n - empty_truth) (a 0 adds nothing to the sum). A failure names the cause it
-    can see: the oracle without lists for some of those users (``coverage``, its share of the
-    evaluated users with a list)."""
-    ndcg = [r for r in rows if r.model == name and r.segment == "all" and r.metric == "ndcg"]
+    """``oracle_ndcg[name]``: the oracle's NDCG@k under ``full`` is 1 (within 1e-9) at every k
+    over the users with a relevant test item (a labelled protocol's rows are not read: under
+    ``debiased_iqr`` the oracle's lists keep the removed items). ``empty_truth`` of the
+    evaluated users have an empty Rel(u) (``evaluation.users: listed_or_relevant``): they
+    score 0 for every model, the oracle included, so a row's mean over its n users is read as
+    the mean over the others, value · n / (n - empty_truth) (a 0 adds nothing to the sum). A
+    failure names the cause it can see: the oracle without lists for some of those users
+    (``coverage``, its share of the evaluated users with a list)."""
+    ndcg = [
+        r
+        for r in rows
+        if r.model == name and r.segment == "all" and r.metric == "ndcg" and r.protocol == "full"
+    ]
     if not ndcg:
         detail = "no NDCG rows for the oracle (add ndcg to evaluation.metrics)"
         return Check(f"oracle_ndcg[{name}]", False, detail)

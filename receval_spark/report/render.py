@@ -24,6 +24,7 @@ from receval_spark.report import plots
 from receval_spark.report.backtest import window_table
 from receval_spark.report.corrections import adjusted_p, correction_label
 from receval_spark.report.nightly import attribution_sentences, stability_sentences
+from receval_spark.report.protocols import is_labelled, protocol_caveat
 from receval_spark.report.run_record import quality_rows, split_parts, split_settings
 from receval_spark.results import (
     PREVIOUS_DATE_MARK,
@@ -37,11 +38,6 @@ RATING_HEADLINE = ("rmse", "mae", "mse")  # task rating_prediction: no cut-off
 SIGNIFICANCE = 0.05
 PERCENT_PROTOCOLS = (SESSION_PROTOCOL,)
 HISTORY_METRICS = ("ndcg", "recall")
-SAMPLED_CAVEAT = (
-    "Sampled protocol: each user's relevant test items are ranked among N seeded negatives "
-    "(items the user never interacted with), not the whole catalogue. Such numbers are "
-    "inflated, can reorder models, and are not comparable with the full-catalogue tables above."
-)
 OFF_POLICY_ESTIMATORS = ("logged_mean", "ips", "clipped_ips", "snips")
 
 
@@ -56,7 +52,7 @@ class ReportData:
     run: dict[str, Any]
     history: pd.DataFrame  # segment-"all" metrics of this and every earlier date, with run_date
     off_policy: pd.DataFrame = field(default_factory=pd.DataFrame)  # empty without impressions
-    sampled: pd.DataFrame = field(default_factory=pd.DataFrame)  # protocol sampled_<N> rows
+    labelled: pd.DataFrame = field(default_factory=pd.DataFrame)  # protocols but full: apart
     attribution: pd.DataFrame = field(default_factory=pd.DataFrame)  # empty: no earlier date
     windows: pd.DataFrame = field(default_factory=pd.DataFrame)  # a rolling backtest's windows
 
@@ -109,7 +105,7 @@ def load_report(spark: SparkSession, output: str, date: str | None = None) -> Re
         long_tail=read("long_tail"),
         off_policy=read("off_policy"),
         attribution=read("attribution"),
-        sampled=metrics[~_is_full(metrics)] if not metrics.empty else pd.DataFrame(),
+        labelled=metrics[~_is_full(metrics)] if not metrics.empty else pd.DataFrame(),
         run=run,
         history=_full(history) if not history.empty else pd.DataFrame(),
     )
@@ -143,22 +139,25 @@ def history_rows(data: ReportData, k: int | None, *, dates: int = 10) -> dict[st
 
 
 def _is_full(frame: pd.DataFrame) -> pd.Series:
-    return ~frame["protocol"].astype(str).str.startswith("sampled_")
+    return ~frame["protocol"].astype(str).map(is_labelled).astype(bool)
 
 
 def _full(frame: pd.DataFrame) -> pd.DataFrame:
-    """Rows of the full-catalogue (or session) protocol: sampled rows are shown apart."""
+    """Rows of the full-catalogue (or session) protocol: labelled rows are shown apart."""
     return frame if frame.empty else frame[_is_full(frame)]
 
 
-def sampled_tables(data: ReportData) -> dict[str, dict[str, Any]]:
-    """One :func:`metric_table` per sampled protocol (``sampled_<N>``), never mixed with
-    full-catalogue numbers."""
-    if data.sampled.empty:
+def labelled_tables(data: ReportData) -> dict[str, dict[str, Any]]:
+    """One :func:`metric_table` per labelled protocol (``debiased_iqr``, ``sampled_<N>``,
+    ``sampled_<N>_corrected``) with its caveat, never mixed with full-catalogue numbers."""
+    if data.labelled.empty:
         return {}
     return {
-        protocol: metric_table(dataclasses.replace(data, metrics=group))
-        for protocol, group in data.sampled.groupby("protocol", sort=True)
+        str(protocol): {
+            **metric_table(dataclasses.replace(data, metrics=group)),
+            "caveat": protocol_caveat(str(protocol), data.run["split"]),
+        }
+        for protocol, group in data.labelled.groupby("protocol", sort=True)
     }
 
 
@@ -444,8 +443,7 @@ def render(data: ReportData) -> tuple[str, str]:
         + stability_sentences(data.metrics, k),
         "all_metrics": metric_table(data),
         "custom": data.run["split"].get("custom_metrics", []),
-        "sampled": sampled_tables(data),
-        "sampled_caveat": SAMPLED_CAVEAT,
+        "labelled": labelled_tables(data),
         "tuning": tuning_rows(data),
         "history": history_rows(data, k),
         "off_policy": off_policy_rows(data),

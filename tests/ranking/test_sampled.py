@@ -120,7 +120,7 @@ def sampled_scores(spark, positive, models):
     scorers = {
         m.name: fit_model(m, history=history, truth=truth, k=10, seen=history) for m in models
     }
-    _, per_user = sampled_protocol(
+    per_user = sampled_protocol(
         "sampled_100",
         scorers=scorers,
         interactions=interactions,
@@ -135,7 +135,7 @@ def sampled_scores(spark, positive, models):
             facts=[],
         ),
         settings=settings,
-    )
+    )["sampled_100"].per_user
     values = {(r.model, r.metric): r.value for r in per_user.filter("segment = 'all'").collect()}
     pairs = sampled_candidates(interactions, history, truth, users, n=100, seed=settings.seed)
     return values, scorers, pairs

@@ -275,12 +275,12 @@ def test_sampled_rows_and_tuning_get_their_own_sections():
             }
         },
     }
-    page, markdown = render(dataclasses.replace(data(), sampled=sampled, run=run))
+    page, markdown = render(dataclasses.replace(data(), labelled=sampled, run=run))
     assert "## Protocol sampled_100 (all users)" in markdown and "not comparable" in markdown
     summary = markdown[markdown.index("## Summary") : markdown.index("## Protocol")]
     assert "0.6100" not in summary  # sampled numbers never in the full-catalogue tables
     assert "| knn | neighbours = 50 | ndcg@10 0.1000 | 1 |" in markdown
-    assert 'id="sampled-sampled_100"' in page and 'id="tuning"' in page
+    assert 'id="protocol-sampled_100"' in page and 'id="tuning"' in page
 
 
 def test_a_rating_task_report_has_no_cut_off():

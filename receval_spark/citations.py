@@ -71,3 +71,8 @@ SAPIEZYNSKI_19 = (
     "in ranked lists, WWW 2019 companion"
 )
 ADAMOPOULOS_14 = "Adamopoulos & Tuzhilin, On unexpectedness in recommender systems, ACM TIST 2014"
+HANLEY_82 = (
+    "Hanley & McNeil, The meaning and use of the area under a receiver operating "
+    "characteristic (ROC) curve, Radiology 1982; per user: Zhou et al., Deep interest network, "
+    "KDD 2018 (GAUC)"
+)

@@ -281,6 +281,7 @@ def evaluate_command(config_path: str, overrides: tuple[str, ...], remote: str |
             f"{c.metric + '@' + str(c.k) + ' ' + _protocol(c.protocol):<22} "
             f"{c.mean_diff:+.4f}{_interval(c.ci_low, c.ci_high)}  "
             f"{c.adjusted_column} {_p(c.p_adjusted)}"
+            + ("" if c.p_randomization is None else f"  p_randomization {_p(c.p_randomization)}")
         )
     if outcome.off_policy:
         click.echo("  off-policy estimates (mean reward per logged impression):")

@@ -289,5 +289,8 @@ def judge_run(
         output=output,
         segmentations=_segmentations(config),
         correction=config.evaluation.correction if isinstance(config, JobConfig) else "holm",
+        randomization=(
+            config.evaluation.randomization() if isinstance(config, JobConfig) else None
+        ),
     )
     return dataclasses.replace(judged, stability=stability)

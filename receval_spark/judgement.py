@@ -28,7 +28,7 @@ from receval_spark.commit import (
     read_log,
     report_root,
 )
-from receval_spark.config import AlertRule
+from receval_spark.config import AlertRule, RandomizationTest
 from receval_spark.metrics.compare import comparison_rows, earlier_differences, family_adjusted
 from receval_spark.results import (
     REPORT_SCHEMAS,
@@ -72,6 +72,7 @@ def judge_outcome(
     output: str | None,
     segmentations: Sequence[Segmentation] = (),
     correction: str = "holm",
+    randomization: RandomizationTest | None = None,
 ) -> Judgement:
     """The :class:`Judgement` of one outcome of run date ``run_date`` against the committed
     history at ``output`` (None: no history). ``per_user``: tonight's per-user table in the
@@ -79,7 +80,9 @@ def judge_outcome(
     adjustment, over tonight's baseline comparisons and the earlier-date ones together. The
     change attribution runs over ``segmentations`` against the latest earlier date's
     ``metrics`` rows, read with the alerts' history (one read). ``correction``: the
-    adjustment that decides (evaluation.correction; all three are recorded)."""
+    adjustment that decides (evaluation.correction; all three are recorded);
+    ``randomization``: the randomization test of the earlier-date comparisons (tonight's
+    come with ``outcome``)."""
     committed = committed_runs(read_log(spark, report_root(output))) if output else {}
     earlier = sorted(
         date
@@ -90,7 +93,13 @@ def judge_outcome(
     if per_user is not None and earlier:
         assert output is not None  # committed dates come from an output
         own += _earlier_comparisons(
-            spark, output, per_user, earlier, _references(rules, earlier, run_date), committed
+            spark,
+            output,
+            per_user,
+            earlier,
+            _references(rules, earlier, run_date),
+            committed,
+            randomization=randomization,
         )
     comparisons = family_adjusted(own, correction=correction) if own else []
     alerts, attribution = (
@@ -248,12 +257,15 @@ def _earlier_comparisons(
     earlier: list[str],
     references: References,
     committed: Mapping[str, RunState],
+    *,
+    randomization: RandomizationTest | None = None,
 ) -> list[ComparisonRow]:
     """Every model against its own per-user values of the latest earlier date (baseline
     ``<model>@<date>``), for each alert rule with a significance test ``against: window``,
     against each user's mean over the rule's window of earlier dates
     (``<model>@<first>..<last>``), and for each sequential rule from its start on, against
-    its reference (``<model>@<first>..<last> (every date)``); not yet adjusted."""
+    its reference (``<model>@<first>..<last> (every date)``), each with the randomization
+    test's p-value when ``randomization`` is given; not yet adjusted."""
     dates = set().union(*references.windows, *references.sequential)
     rows = read_committed(
         spark,
@@ -270,7 +282,9 @@ def _earlier_comparisons(
         reference_differences(per_user, rows.filter(F.col("run_date").isin(*w)), dates=w)
         for w in sorted(references.sequential)
     ]
-    return comparison_rows(functools.reduce(DataFrame.unionByName, differences))
+    return comparison_rows(
+        functools.reduce(DataFrame.unionByName, differences), randomization=randomization
+    )
 
 
 def _sequential_history(

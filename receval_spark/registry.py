@@ -21,6 +21,7 @@ from typing import Any
 from receval_spark.beyond_definitions import BEYOND_METRICS
 from receval_spark.citations import (
     DESHPANDE_04,
+    HANLEY_82,
     HERLOCKER_04,
     HIDASI_16,
     JARVELIN_02,
@@ -160,6 +161,15 @@ METRICS: tuple[Metric, ...] = (
         "(default 0.8); the residual beyond k is not added",
         reference=MOFFAT_08,
     ),
+    _accuracy(
+        "auc",
+        "share of (positive, negative) pairs ordered correctly, ties ½: R_k(u) first in its "
+        "order, every other item after it tied; positives Rel(u), negatives the catalogue items "
+        "outside Rel(u) and the filtered seen items; ½ without a list, no value without a "
+        "negative",
+        reference=HANLEY_82,
+        peers={"RecBole": "`gauc`: over the full ranking (k = |I|), the mean weighted by |Rel(u)|"},
+    ),
     *BEYOND_METRICS,
     # rating prediction (task rating_prediction only; not a measure of ranking)
     Metric(
@@ -271,7 +281,8 @@ def names(name: Family) -> tuple[str, ...]:
 def definitions(protocol: str = "full") -> Mapping[str, Metric]:
     """The metrics a ``metrics`` row of ``protocol`` can hold, by name: the session family
     under ``session``; accuracy, beyond, rating and the custom metrics defined in this process
-    under ``full`` and ``sampled_<N>``."""
+    under ``full`` and the labelled ranking protocols (``debiased_iqr``, ``sampled_<N>``,
+    ``sampled_<N>_corrected``: the same ranges and directions)."""
     if protocol == SESSION_PROTOCOL:
         return _SESSION
     return MappingProxyType({**_RANKING, **_CUSTOM}) if _CUSTOM else _RANKING

@@ -66,7 +66,10 @@ class ComparisonRow:
     t-test p-values Bonferroni- / Benjamini-Hochberg-adjusted over the same family;
     correction: which of the three decides (evaluation.correction, :attr:`p_adjusted`);
     effect_size: Cohen's d_z (mean_diff / std_diff); mde: the mean difference the paired
-    t-test detects at alpha 0.05 with power 0.8 on n_users (receval_spark.stats)."""
+    t-test detects at alpha 0.05 with power 0.8 on n_users (receval_spark.stats);
+    p_randomization: Fisher's paired randomization (sign-flip) test
+    (receval_spark.metrics.randomization), p_randomization_holm: Holm-adjusted over the same
+    family (both None unless evaluation.randomization_test)."""
 
     model: str
     baseline: str
@@ -90,6 +93,8 @@ class ComparisonRow:
     p_bonferroni: float | None = None
     p_bh: float | None = None
     correction: str | None = None  # the evaluation.correction that decides: its p_adjusted
+    p_randomization: float | None = None  # evaluation.randomization_test; else None
+    p_randomization_holm: float | None = None
 
     @property
     def p_adjusted(self) -> float | None:

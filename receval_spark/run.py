@@ -139,6 +139,7 @@ def run_summary(evaluation: Evaluation, commit: Commit) -> dict[str, Any]:
             "p_holm": c.p_holm,
             "p_adjusted": c.p_adjusted,
             "correction": c.correction,
+            "p_randomization": c.p_randomization,
             "effect_size": c.effect_size,
             "mde": c.mde,
         }

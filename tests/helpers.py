@@ -380,7 +380,7 @@ def ml100k_job(ml100k: Path, output: Path, external: Path) -> dict[str, Any]:
             "baseline": "popularity",  # comparisons: test_statistics_ml100k
             "segments": [],  # only segment 'all' is compared; keep the Spark plan small
             "bootstrap_samples": 0,  # bootstrap spreads: tests/metrics/test_beyond.py
-            "metrics": ACCURACY_METRICS + BEYOND_METRICS,
+            "metrics": [*ACCURACY_METRICS, "auc", *BEYOND_METRICS],
             "embeddings": {"source": "none"},
             "personalization_pairs": PERSONALIZATION_PAIRS,
             "seed": SEED,

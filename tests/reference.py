@@ -748,6 +748,34 @@ def msprt_by_integration(
     return float(np.sum((values[1:] + values[:-1]) / 2 * np.diff(thetas)))
 
 
+# --- paired randomization (sign-flip) test (DESIGN §7; Fisher 1935) ------------------------
+
+
+def sign_flip_exact(differences: Sequence[float]) -> Fraction:
+    """Fisher's paired randomization test by its definition: every one of the 2^n assignments
+    of a sign to each user's difference, in exact rational arithmetic (each float as the
+    rational it is); p = #{assignments with |sum| >= |observed sum|} / 2^n."""
+    d = [Fraction(x) for x in differences]
+    observed = abs(sum(d))
+    extreme = sum(
+        abs(sum(s * x for s, x in zip(signs, d, strict=True))) >= observed
+        for signs in itertools.product((1, -1), repeat=len(d))
+    )
+    return Fraction(extreme, 2 ** len(d))
+
+
+def sign_flip_monte_carlo(
+    differences: Sequence[float], permutations: int, rng: np.random.Generator
+) -> float:
+    """The test by simulation, one random sign per user and assignment (no grouping):
+    p = (1 + #{j : |sum_j| >= |observed sum|}) / (permutations + 1), Phipson & Smyth (2010);
+    sums compared after rounding to 9 decimals, so equal sums tie."""
+    d = np.asarray(differences, dtype=float)
+    signs = rng.choice([-1.0, 1.0], size=(permutations, len(d)))
+    null = np.round(np.abs(signs @ d), 9)
+    return (1 + int(np.sum(null >= round(abs(float(d.sum())), 9)))) / (permutations + 1)
+
+
 def session_sequences(clicks: pd.DataFrame) -> dict[object, list[object]]:
     """session -> its items in session order."""
     ordered = clicks.sort_values(["session_id", "time", "order", "item_id"], kind="mergesort")

@@ -168,3 +168,28 @@ def list_metrics(
 
 def _std(values: np.ndarray) -> float:
     return float(np.std(values, ddof=1)) if len(values) > 1 else float("nan")
+
+
+def auc(
+    lists: Mapping[object, list[object]],
+    relevant: Mapping[object, set[object]],
+    catalogue: set[object],
+    seen: Mapping[object, set[object]],
+    k: int,
+) -> dict[object, float]:
+    """AUC per user by the Mann-Whitney rank sum: the items of R_k(u) score -rank, every other
+    positive or negative -(k + 1) (tied below); positives Rel(u), negatives the catalogue items
+    outside Rel(u) and the user's seen items; U / (P N) with average ranks for ties."""
+    from scipy.stats import rankdata
+
+    out = {}
+    for user, positives in relevant.items():
+        negatives = catalogue - positives - seen.get(user, set())
+        if not negatives:
+            continue
+        position = {item: r for r, item in enumerate(lists.get(user, [])[:k], start=1)}
+        items = [*positives, *negatives]
+        ranks = rankdata([-position.get(i, k + 1) for i in items])
+        p, n = len(positives), len(negatives)
+        out[user] = (float(ranks[:p].sum()) - p * (p + 1) / 2) / (p * n)
+    return out

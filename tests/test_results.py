@@ -32,7 +32,7 @@ COMPARISONS_DDL = (
     "n_users BIGINT NOT NULL, mean_diff DOUBLE, std_diff DOUBLE, ci_low DOUBLE, "
     "ci_high DOUBLE, p_ttest DOUBLE, p_wilcoxon DOUBLE, p_holm DOUBLE, p_wilcoxon_holm DOUBLE, "
     "holm_family_size BIGINT, effect_size DOUBLE, mde DOUBLE, window INT, p_bonferroni DOUBLE, "
-    "p_bh DOUBLE, correction STRING"
+    "p_bh DOUBLE, correction STRING, p_randomization DOUBLE, p_randomization_holm DOUBLE"
 )
 OFF_POLICY_DDL = (
     "run_id STRING NOT NULL, model STRING NOT NULL, estimator STRING NOT NULL, value DOUBLE, "

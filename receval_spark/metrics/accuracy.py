@@ -36,9 +36,14 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from receval_spark import config
 from receval_spark.columns import GRADE, ITEM, RANK, USER
-from receval_spark.config import ACCURACY_METRICS as ACCURACY_METRICS  # re-exported
 from receval_spark.metrics.aggregate import exact_sum
+from receval_spark.metrics.auc import AUC
+
+# the metrics of per_user_accuracy: every accuracy metric but the AUC, which also reads the
+# catalogue (receval_spark.metrics.auc)
+ACCURACY_METRICS = tuple(m for m in config.ACCURACY_METRICS if m != AUC)
 
 DEFAULT_F_BETA = 2.0
 DEFAULT_RBP_PERSISTENCE = 0.8
@@ -206,5 +211,5 @@ def empty_truth_scores(
         USER,
         *list_keys,
         F.explode(k_values).alias("k"),  # int literals, as per_user_accuracy's k
-        *[F.lit(0.0).alias(metric) for metric in ACCURACY_METRICS],
+        *[F.lit(0.0).alias(metric) for metric in ACCURACY_METRICS],  # auc: no value
     )

@@ -13,18 +13,27 @@ give differences d_u = x_u(m) - x_u(b). Per comparison one aggregation yields
 where r_u is the average rank of |d_u| among the non-zero differences (zeros dropped, as in
 Wilcoxon's original method and scipy's default) and t the size of a group of tied |d_u|.
 Only these scalars reach the driver (``receval_spark.stats`` turns them into p-values).
+With ``evaluation.randomization_test``, the differences grouped by (comparison, |d|) also go
+through a grouped pandas UDF that returns each comparison's randomization-test p-value
+(receval_spark.metrics.randomization), collected with the same rows (one collect).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import cast
 
+from pyspark import cloudpickle
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from receval_spark.columns import USER
+from receval_spark.config import RandomizationTest
+from receval_spark.metrics import randomization
 from receval_spark.metrics.aggregate import exact_mean, exact_std
+from receval_spark.metrics.randomization import P_RANDOMIZATION, sign_flip_kernel
 from receval_spark.results import ComparisonRow, earlier_baseline
 from receval_spark.stats import (
     SignedRanks,
@@ -38,6 +47,10 @@ from receval_spark.stats import (
     t_interval,
     wilcoxon_pvalue,
 )
+
+# executors run the kernel without importing this package (as the bootstrap's); pyspark's
+# vendored cloudpickle has no type hints
+cloudpickle.register_pickle_by_value(randomization)  # type: ignore[no-untyped-call]
 
 COMPARISON_KEYS = ("segment", "metric", "k")
 
@@ -98,8 +111,42 @@ def paired_statistics(differences: DataFrame, *, by: Sequence[str]) -> DataFrame
     )
 
 
+def randomization_pvalues(
+    differences: DataFrame, *, by: Sequence[str], test: RandomizationTest
+) -> DataFrame:
+    """(*by, p_randomization): Fisher's paired randomization test of every comparison
+    (receval_spark.metrics.randomization). The differences are grouped by (*by, |d|) into
+    (magnitude, c, positives) rows, at most one per user and usually far fewer, and a grouped
+    pandas UDF turns each comparison's rows into its p-value; its generator is seeded with
+    xxhash64(seed, *by), so the p-value depends neither on partitioning nor on row order.
+    The grouped rows are spread over ``spark.sql.shuffle.partitions`` partitions by
+    comparison (an explicit count, which adaptive execution keeps: coalesced to the few
+    partitions their small size asks for, the draws would run on one or two cores)."""
+    by = list(by)
+    magnitudes = (
+        differences.groupBy(*by, F.abs("diff").alias("magnitude"))
+        .agg(
+            F.count(F.lit(1)).alias("c"),
+            F.count(F.when(F.col("diff") > 0, True)).alias("positives"),
+        )
+        .withColumn("seed", F.xxhash64(F.lit(test.seed), *by))
+    )
+    fields = {f.name: f for f in differences.schema.fields}
+    schema = T.StructType(
+        [*[fields[c] for c in by], T.StructField(P_RANDOMIZATION, T.DoubleType(), False)]
+    )
+    kernel = sign_flip_kernel(by, permutations=test.permutations)
+    # a setting with a built-in default: never None
+    partitions = int(cast(str, differences.sparkSession.conf.get("spark.sql.shuffle.partitions")))
+    spread = magnitudes.repartition(partitions, *by)  # the grouping below adds no shuffle
+    return spread.groupBy(*by).applyInPandas(kernel, schema)
+
+
 def compare_run(
-    per_user_by_protocol: dict[str, DataFrame | None], *, baseline: str
+    per_user_by_protocol: dict[str, DataFrame | None],
+    *,
+    baseline: str,
+    randomization: RandomizationTest | None = None,
 ) -> list[ComparisonRow]:
     """Every comparison of the run with the baseline (:func:`compare_models` under each
     protocol), not yet adjusted: the run's one Holm family also holds the comparisons with
@@ -108,23 +155,26 @@ def compare_run(
         dataclasses.replace(c, protocol=protocol)
         for protocol, per_user in per_user_by_protocol.items()
         if per_user is not None
-        for c in compare_models(per_user, baseline=baseline)
+        for c in compare_models(per_user, baseline=baseline, randomization=randomization)
     ]
 
 
 def family_adjusted(rows: list[ComparisonRow], *, correction: str = "holm") -> list[ComparisonRow]:
     """``rows`` with their t-test p-values adjusted over all ``rows`` as one family (no
     comparison left out) by Holm (p_holm), Bonferroni (p_bonferroni) and Benjamini-Hochberg
-    (p_bh), the Wilcoxon p-values by Holm (p_wilcoxon_holm), the family size, and
+    (p_bh), the Wilcoxon and randomization-test p-values by Holm (p_wilcoxon_holm,
+    p_randomization_holm; None where the test did not run), the family size, and
     ``correction``: the one that decides (evaluation.correction)."""
     p_ttest = [r.p_ttest for r in rows]
     p_holm, p_bonferroni, p_bh = holm(p_ttest), bonferroni(p_ttest), benjamini_hochberg(p_ttest)
     p_wilcoxon_holm = holm([r.p_wilcoxon for r in rows])
+    p_randomization_holm = holm([r.p_randomization for r in rows])
     return [
         dataclasses.replace(
             r,
             p_holm=p_holm[i],
             p_wilcoxon_holm=p_wilcoxon_holm[i],
+            p_randomization_holm=p_randomization_holm[i],
             p_bonferroni=p_bonferroni[i],
             p_bh=p_bh[i],
             holm_family_size=len(rows),
@@ -134,12 +184,16 @@ def family_adjusted(rows: list[ComparisonRow], *, correction: str = "holm") -> l
     ]
 
 
-def compare_models(per_user: DataFrame, *, baseline: str) -> list[ComparisonRow]:
+def compare_models(
+    per_user: DataFrame, *, baseline: str, randomization: RandomizationTest | None = None
+) -> list[ComparisonRow]:
     """Every model against ``baseline`` per (segment, metric, k) on their common users: mean
     difference with its t-interval (clipped to the range of a difference of the metric),
-    paired t-test and Wilcoxon p-values, effect size d_z and the minimum detectable effect;
-    not yet Holm-adjusted (:func:`compare_run`)."""
-    return comparison_rows(paired_differences(per_user, baseline=baseline))
+    paired t-test and Wilcoxon p-values (and the randomization test's, with
+    ``randomization``), effect size d_z and the minimum detectable effect; not yet
+    Holm-adjusted (:func:`compare_run`)."""
+    differences = paired_differences(per_user, baseline=baseline)
+    return comparison_rows(differences, randomization=randomization)
 
 
 def earlier_differences(
@@ -161,13 +215,24 @@ def earlier_differences(
     )
 
 
-def comparison_rows(differences: DataFrame) -> list[ComparisonRow]:
+def comparison_rows(
+    differences: DataFrame, *, randomization: RandomizationTest | None = None
+) -> list[ComparisonRow]:
     """One comparison per (model, baseline, segment, metric, k) of paired ``differences``
-    (:func:`compare_models`' statistics)."""
+    (:func:`compare_models`' statistics), with the randomization test's p-value when
+    ``randomization`` is given: its rows join the statistics' in one collect (a union, not
+    a join: no shuffle of the statistics)."""
     keys = ["model", "baseline", *COMPARISON_KEYS]
     statistics = paired_statistics(differences, by=keys)
+    if randomization is not None:
+        pvalues = randomization_pvalues(differences, by=keys, test=randomization)
+        statistics = statistics.unionByName(pvalues, allowMissingColumns=True)
+    collected = statistics.collect()
+    p_randomization = {  # the p-value rows: no statistics
+        tuple(r[c] for c in keys): r[P_RANDOMIZATION] for r in collected if r["n_users"] is None
+    }
     rows = []
-    for r in statistics.collect():
+    for r in [r for r in collected if r["n_users"] is not None]:
         low, high = t_interval(
             r["mean_diff"], r["std_diff"], r["n_users"], bounds=difference_bounds(r["metric"])
         )
@@ -188,6 +253,7 @@ def comparison_rows(differences: DataFrame) -> list[ComparisonRow]:
                 p_wilcoxon=wilcoxon_pvalue(ranks),
                 effect_size=cohens_dz(r["mean_diff"], r["std_diff"]),
                 mde=minimum_detectable_effect(r["std_diff"], r["n_users"]),
+                p_randomization=p_randomization.get(tuple(r[c] for c in keys)),
             )
         )
     return rows

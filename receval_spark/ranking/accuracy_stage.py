@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from receval_spark.cache import persist
-from receval_spark.columns import USER
+from receval_spark.columns import ITEM, USER
 from receval_spark.config import EvaluationConfig
 from receval_spark.metadata_inputs import UNASSIGNED
 from receval_spark.metrics.accuracy import (
@@ -19,6 +19,7 @@ from receval_spark.metrics.accuracy import (
     per_user_accuracy,
 )
 from receval_spark.metrics.aggregate import macro_average, to_long
+from receval_spark.metrics.auc import AUC, auc_per_user
 from receval_spark.metrics.compat import COMPAT_METRICS, compatible_per_user
 from receval_spark.ranking.population import Population
 from receval_spark.ranking.relevance import item_popularity_segments, scoped_truth
@@ -48,9 +49,11 @@ def accuracy_per_user(
     models: DataFrame,
     settings: EvaluationConfig,
     item_segments: DataFrame | None = None,
+    auc: bool = True,
 ) -> DataFrame | None:
     """(model, segment, user_id, k, metric, value) for user segments and item segments,
-    persisted; None when no accuracy metric is configured.
+    persisted; None when no accuracy metric is configured. ``auc``: whether the AUC per user
+    is computed (over the catalogue: by user segment only, not under the sampled protocols).
 
     One pass for all models and scopes: Rel(u) is scoped (all, items=head, items=tail, and
     the segments of ``item_segments``: (item_id, segment) of evaluation.item_segments); the
@@ -76,8 +79,8 @@ def accuracy_per_user(
             users=everyone,
         )
         return persist(to_long(scores.join(segments, on=USER), metrics=compatible, keys=keys))
-    metrics = [m for m in ACCURACY_METRICS if m in settings.metrics]
-    if not metrics:
+    metrics = [m for m in ACCURACY_METRICS if m in settings.metrics and m != AUC]
+    if not metrics and not (auc and AUC in settings.metrics):
         return None
     labellings = []
     if "popularity" in settings.segments:
@@ -101,4 +104,17 @@ def accuracy_per_user(
         )
     by_user = by_user.join(segments, on=USER)
     by_item = scores.filter(F.col("scope") != "all").withColumnRenamed("scope", "segment")
-    return persist(to_long(by_user.unionByName(by_item), metrics=metrics, keys=keys))
+    long = to_long(by_user.unionByName(by_item), metrics=metrics, keys=keys) if metrics else None
+    if auc and AUC in settings.metrics:  # the user segments only: N_u is catalogue-wide
+        values = auc_per_user(
+            ranked,
+            truth,
+            catalogue=population.catalogue.select(ITEM),
+            seen=population.seen,
+            ks=settings.k,
+            lists=models,
+        ).join(segments, on=USER)
+        pairs = to_long(values, metrics=[AUC], keys=keys).filter(F.col("value").isNotNull())
+        long = pairs if long is None else long.unionByName(pairs)
+    assert long is not None  # some accuracy metric is wanted
+    return persist(long)

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from receval_spark.cache import persist
 from receval_spark.columns import ITEM, PREDICTION, RATING, TIMESTAMP, USER
-from receval_spark.config import ModelConfig
+from receval_spark.config import ModelConfig, RandomizationTest
 from receval_spark.config.ranking_models import ExternalModel
 from receval_spark.errors import InputError
 from receval_spark.metrics.aggregate import union_all
@@ -181,15 +181,24 @@ def per_rating_errors(predictions: DataFrame, known: DataFrame) -> DataFrame:
 
 
 def rating_comparisons(
-    predictions: DataFrame, known: DataFrame, *, baseline: str | None
+    predictions: DataFrame,
+    known: DataFrame,
+    *,
+    baseline: str | None,
+    randomization: RandomizationTest | None = None,
 ) -> list[ComparisonRow]:
     """Every model against ``baseline`` on MAE and MSE, paired over the known test ratings
     both predict (receval_spark.metrics.compare: mean difference with its interval, paired t
-    and Wilcoxon p-values, not yet Holm-adjusted); none without a baseline. The unit is the
-    rating, as in the metrics' intervals: a user's ratings count as independent."""
+    and Wilcoxon p-values, the randomization test's with ``randomization``, not yet
+    Holm-adjusted); none without a baseline. The unit is the rating, as in the metrics'
+    intervals: a user's ratings count as independent."""
     if baseline is None:
         return []
-    return compare_run({"full": per_rating_errors(predictions, known)}, baseline=baseline)
+    return compare_run(
+        {"full": per_rating_errors(predictions, known)},
+        baseline=baseline,
+        randomization=randomization,
+    )
 
 
 def unpredicted_warnings(rows: RatingRows) -> list[str]:

@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from receval_spark.columns import USER
+from receval_spark.config import RandomizationTest
 from receval_spark.metrics.aggregate import union_all
 from receval_spark.metrics.compare import compare_run
 from receval_spark.results import Check, ComparisonRow, MetricRow, Outcome
@@ -65,10 +66,16 @@ def window_keyed(per_user: DataFrame) -> DataFrame:
     return per_user.withColumn(USER, unit).drop(WINDOW)
 
 
-def pooled_outcome(outcomes: Sequence[Outcome], *, baseline: str | None) -> Outcome:
+def pooled_outcome(
+    outcomes: Sequence[Outcome],
+    *,
+    baseline: str | None,
+    randomization: RandomizationTest | None = None,
+) -> Outcome:
     """One outcome of the windows' outcomes (oldest first): their metrics and comparisons
     keyed by window, plus the pooled metrics and, with a baseline, the pooled comparisons
-    (one paired test over the (window, user) units of the full protocol); per-user rows keyed
+    (one paired test over the (window, user) units of the full protocol; with
+    ``randomization``, its randomization test too); per-user rows keyed
     by window; the checks of every window (their details prefixed by the window); the
     warnings every window gave once, the others prefixed; the users evaluated summed over
     the windows; the long tail of the last window."""
@@ -81,7 +88,9 @@ def pooled_outcome(outcomes: Sequence[Outcome], *, baseline: str | None) -> Outc
         dataclasses.replace(c, window=w) for w, o in windows for c in o.comparisons
     ]
     if baseline is not None and per_user is not None:
-        comparisons += compare_run({"full": window_keyed(per_user)}, baseline=baseline)
+        comparisons += compare_run(
+            {"full": window_keyed(per_user)}, baseline=baseline, randomization=randomization
+        )
     last = outcomes[-1]
     return dataclasses.replace(
         last,

@@ -29,6 +29,17 @@ def adjusted_p(row: Any) -> float | None:
     return None if value is None or pd.isna(value) else float(value)
 
 
+def randomization_p(row: Any) -> float | None:
+    """The row's randomization-test p-value (unadjusted); None when the test did not run or
+    the report predates the column."""
+    value = (
+        row.get("p_randomization")
+        if isinstance(row, pd.Series)
+        else getattr(row, "p_randomization", None)
+    )
+    return None if value is None or pd.isna(value) else float(value)
+
+
 def correction_label(row: Any) -> str:
     """The correction's name for a sentence: Holm, Bonferroni or Benjamini-Hochberg."""
     return LABELS[_correction(row)]

@@ -22,7 +22,7 @@ from receval_spark.errors import InputError
 from receval_spark.registry import SESSION_PROTOCOL
 from receval_spark.report import plots
 from receval_spark.report.backtest import window_table
-from receval_spark.report.corrections import adjusted_p, correction_label
+from receval_spark.report.corrections import adjusted_p, correction_label, randomization_p
 from receval_spark.report.nightly import attribution_sentences, stability_sentences
 from receval_spark.report.protocols import is_labelled, protocol_caveat
 from receval_spark.report.run_record import quality_rows, split_parts, split_settings
@@ -314,8 +314,9 @@ def sentences(data: ReportData, k: int | None) -> list[str]:
 
 
 def _baseline_sentence(data: ReportData, r: Any, k: int | None, reference: float | None) -> str:
-    """A model's NDCG@k difference to the baseline, its interval and Holm-adjusted p-value
-    (``r``: a comparison row), and whether it is below the minimum detectable effect."""
+    """A model's NDCG@k difference to the baseline, its interval, adjusted p-value and the
+    randomization test's p where recorded (``r``: a comparison row), and whether it is below
+    the minimum detectable effect."""
     verb = "beats" if r.mean_diff > 0 else "trails"
     p, label = adjusted_p(r), correction_label(r)
     significant = p is not None and p < SIGNIFICANCE
@@ -329,7 +330,9 @@ def _baseline_sentence(data: ReportData, r: Any, k: int | None, reference: float
         f"{model_label(data, r.model)} {verb} {r.baseline} on NDCG@{k} "
         f"by {abs(r.mean_diff):.4f} "
         f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}] over {r.n_users} users "
-        f"({adjusted} = {_p(p)}{'' if significant else ', not significant'})"
+        f"({adjusted} = {_p(p)}{'' if significant else ', not significant'}"
+        + ("" if (q := randomization_p(r)) is None else f"; randomization test p = {_p(q)}")
+        + ")"
     ) + _detectable(r, significant, reference)
 
 

@@ -311,6 +311,45 @@ def test_ml100k_beyond_metrics_match_reference(model, ml100k_metrics, ml100k_ref
     assert_parity(ml100k_metrics, ml100k_reference, model)
 
 
+def test_ml100k_auc_matches_the_rank_sum_reference(ml100k_side, ml100k_split, ml100k_truth):
+    """AUC per user (catalogue: the train items; negatives without the user's train items)
+    against the Mann-Whitney rank sum of tests/reference_lists.py, per user and averaged."""
+    evaluation, ranked = ml100k_side
+    (train, _), _ = ml100k_split
+    catalogue = set(train["item_id"])
+    seen = train.groupby("user_id")["item_id"].apply(set).to_dict()
+    relevant = ml100k_truth.groupby("user_id")["item_id"].apply(set).to_dict()
+    want = {}
+    for model in ML100K_MODELS:
+        for k in ML100K_KS:
+            lists = reference_lists.ordered_lists(ranked, model, k)
+            values = reference_lists.auc(lists, relevant, catalogue, seen, k)
+            want |= {(model, user, k): v for user, v in values.items()}
+    from pyspark.sql import functions as F
+
+    rows = (
+        evaluation.per_user.filter(
+            (F.col("segment") == "all")
+            & (F.col("metric") == "auc")
+            & F.col("model").isin(*ML100K_MODELS)
+        )
+        .select("model", "user_id", "k", "value")
+        .collect()
+    )
+    got = {(r["model"], int(r["user_id"]), r["k"]): r["value"] for r in rows}
+    assert got.keys() == want.keys()
+    assert max(abs(got[key] - want[key]) for key in want) < TOL
+    means = {
+        (r.model, r.k): r.value
+        for r in evaluation.metrics
+        if r.metric == "auc" and r.segment == "all"
+    }
+    for model in ML100K_MODELS:
+        for k in ML100K_KS:
+            values = [v for (m, _, kk), v in want.items() if m == model and kk == k]
+            assert abs(means[(model, k)] - float(np.mean(values))) < TOL
+
+
 def test_ml100k_jaccard_is_a_distance_on_a_real_sample(ml100k_metrics, ml100k_side):
     jaccard = ml100k_metrics[ml100k_metrics["metric"] == "personalization_jaccard"]
     assert ((jaccard["value"] >= 0) & (jaccard["value"] <= 1)).all()

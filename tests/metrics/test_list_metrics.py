@@ -167,3 +167,32 @@ def test_agreement_worked_out_by_hand(spark):
         },
         abs=1e-12,
     )  # "alone" has no list from base: no value
+
+
+def test_auc_worked_out_by_hand(spark):
+    # catalogue {a, b, c, d, e}; Rel(u) = {b, x} (x outside the catalogue); u saw e, so the
+    # negatives are {a, c, d}. k = 1, [a]: x and b tie with c, d and lose to a: (2·2·½)/6 = 1/3
+    # k = 2, [a, b]: b beats c, d (2); x ties with c, d (1): 3/6 = 1/2
+    # k = 3, [a, b, x]: b and x beat c, d: 4/6 = 2/3. v has no list: ½. w has no negative.
+    from receval_spark.metrics.auc import auc_per_user
+
+    ranked = spark.createDataFrame(
+        [("u", "a", 1, "m"), ("u", "b", 2, "m"), ("u", "x", 3, "m")],
+        "user_id string, item_id string, rank int, model string",
+    )
+    truth = spark.createDataFrame(
+        [("u", "b"), ("u", "x"), ("v", "a"), *[("w", i) for i in "abcde"]],
+        "user_id string, item_id string",
+    )
+    catalogue = spark.createDataFrame([(i,) for i in "abcde"], "item_id string")
+    seen = spark.createDataFrame([("u", "e")], "user_id string, item_id string")
+    models = spark.createDataFrame([("m",)], "model string")
+    frame = auc_per_user(ranked, truth, catalogue=catalogue, seen=seen, ks=[1, 2, 3], lists=models)
+    got = {(r["user_id"], r["k"]): r["auc"] for r in frame.collect()}
+    assert got == {
+        ("u", 1): 1 / 3,
+        ("u", 2): 1 / 2,
+        ("u", 3): 2 / 3,
+        **{("v", k): 0.5 for k in (1, 2, 3)},
+        **{("w", k): None for k in (1, 2, 3)},
+    }

@@ -327,3 +327,42 @@ def test_custom_metrics_and_segment_tables_over_connect(connect_server, tmp_path
     assert values["revenue_hit|ext|all"] == [pytest.approx(sum(share) / 6, abs=1e-15), 6]
     assert values["revenue_hit|ext|tier=unassigned"] == [pytest.approx(share[5]), 1]
     assert values["provider_exposure|ext|all"] == [0.5, 6]
+
+
+RANDOMIZATION_CHECK = """
+import json, sys
+from pyspark.sql import SparkSession
+from receval_spark.config import RandomizationTest
+from receval_spark.metrics.compare import comparison_rows
+from test_randomization import differences_frame, connect_comparisons
+
+spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+differences = differences_frame(spark, connect_comparisons())
+out = comparison_rows(differences, randomization=RandomizationTest(2000, 7))
+print(json.dumps({r.metric: r.p_randomization for r in out}))
+spark.stop()
+"""
+
+
+def test_the_randomization_test_over_connect_equals_the_local_one(spark, connect_server) -> None:
+    """The randomization test's grouped pandas UDF runs on the Connect server: the exact
+    p-value of the hand-worked example (3/8) and a drawn one (40 users, seeded) equal the
+    in-process session's."""
+    from test_randomization import connect_comparisons, differences_frame
+
+    from receval_spark.config import RandomizationTest
+    from receval_spark.metrics.compare import comparison_rows
+
+    proc = subprocess.run(
+        [sys.executable, "-c", RANDOMIZATION_CHECK, connect_server.url],
+        cwd=REPO,
+        env={**job_env(), "PYTHONPATH": str(REPO / "tests")},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, explain(proc)
+    remote = json.loads(proc.stdout.strip().splitlines()[-1])
+    differences = differences_frame(spark, connect_comparisons())
+    rows = comparison_rows(differences, randomization=RandomizationTest(2000, 7))
+    assert remote["ndcg"] == 0.375 and remote == {r.metric: r.p_randomization for r in rows}

@@ -379,7 +379,10 @@ class EvaluationConfig(_Strict):
         description="Exit status of a run an alert made regressed: 0 or 3 to 255 (1 and 2 "
         "mean failure and bad input).",
     )
-    seed: int = Field(default=42, description="Seed of sampled statistics and the bootstrap.")
+    seed: int = Field(
+        default=42,
+        description="Seed of sampled statistics, the bootstrap and the randomization test.",
+    )
     embeddings: EmbeddingsConfig = Field(
         default_factory=EmbeddingsConfig,
         description="Where the item vectors come from and, for ALS, its fit.",

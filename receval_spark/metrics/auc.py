@@ -31,23 +31,28 @@ AUC = "auc"
 
 def pair_counts(truth: DataFrame, catalogue: DataFrame, seen: DataFrame | None) -> DataFrame:
     """(user_id, _p, _n): |Rel(u)| and |N_u| per user of ``truth`` (user_id, item_id);
-    ``catalogue``: (item_id) of I; ``seen``: (user_id, item_id) pairs filtered, or None."""
+    ``catalogue``: (item_id) of I (item-sized: broadcast); ``seen``: (user_id, item_id) pairs
+    filtered, or None."""
     members = catalogue.select(ITEM).distinct()
+    flags = F.broadcast(members.withColumn("_in", F.lit(1)))
     size = members.agg(F.count(F.lit(1)).alias("_size"))
-    relevant = truth.select(USER, ITEM).distinct()
-    in_catalogue = relevant.join(members, on=ITEM, how="left_semi")
-    counts = relevant.groupBy(USER).agg(F.count(F.lit(1)).alias("_p"))
-    counts = counts.join(
-        in_catalogue.groupBy(USER).agg(F.count(F.lit(1)).alias("_p_in")), on=USER, how="left"
+    counts = (
+        truth.select(USER, ITEM)
+        .distinct()
+        .join(flags, on=ITEM, how="left")
+        .groupBy(USER)
+        .agg(F.count(F.lit(1)).alias("_p"), F.count("_in").alias("_p_in"))
     )
-    excluded = F.coalesce(F.col("_p_in"), F.lit(0))
+    excluded = F.col("_p_in")
     if seen is not None:
-        seen_in = seen.select(USER, ITEM).join(members, on=ITEM, how="left_semi")
+        seen_in = seen.select(USER, ITEM).join(flags, on=ITEM, how="left_semi")
         counts = counts.join(
             seen_in.groupBy(USER).agg(F.count(F.lit(1)).alias("_s_in")), on=USER, how="left"
         )
         excluded = excluded + F.coalesce(F.col("_s_in"), F.lit(0))
-    return counts.crossJoin(size).select(USER, "_p", (F.col("_size") - excluded).alias("_n"))
+    return counts.crossJoin(F.broadcast(size)).select(
+        USER, "_p", (F.col("_size") - excluded).alias("_n")
+    )
 
 
 def auc_per_user(
@@ -66,7 +71,11 @@ def auc_per_user(
     flagged = (
         ranked.select(*keys, ITEM, RANK)
         .join(truth.select(USER, ITEM, F.lit(True).alias("_rel")), on=[USER, ITEM], how="left")
-        .join(catalogue.select(ITEM, F.lit(True).alias("_in")).distinct(), on=ITEM, how="left")
+        .join(
+            F.broadcast(catalogue.select(ITEM, F.lit(True).alias("_in")).distinct()),
+            on=ITEM,
+            how="left",
+        )
     )
     relevant = F.col("_rel").isNotNull()
     negative = (~relevant & F.col("_in").isNotNull()).cast("int")

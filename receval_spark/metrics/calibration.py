@@ -45,7 +45,7 @@ def category_shares(categories: DataFrame) -> DataFrame:
 
 def user_profiles(history: DataFrame, shares: DataFrame) -> DataFrame:
     """(user_id, category, p): p(c | u) over the distinct described items of u's history."""
-    items = history.select(USER, ITEM).distinct().join(shares, on=ITEM)
+    items = history.select(USER, ITEM).distinct().join(F.broadcast(shares), on=ITEM)
     totals = items.groupBy(USER, "category").agg(exact_sum("share").alias("_s"))
     described = Window.partitionBy(USER)
     return totals.select(USER, "category", (F.col("_s") / F.sum("_s").over(described)).alias("p"))
@@ -64,7 +64,8 @@ def miscalibration(
     and rank) at every k, from :func:`user_profiles` and :func:`category_shares`."""
     keys = list(keys)
     cut_offs = F.filter(F.array(*[F.lit(int(k)) for k in ks]), lambda k: k >= F.col(RANK))
-    slots = ranked.select(*keys, ITEM, F.explode(cut_offs).alias("k")).join(shares, on=ITEM)
+    slots = ranked.select(*keys, ITEM, F.explode(cut_offs).alias("k"))
+    slots = slots.join(F.broadcast(shares), on=ITEM)  # item-sized
     per_category = slots.groupBy(*keys, "k", "category").agg(exact_sum("share").alias("_s"))
     share = F.col("_s") / F.sum("_s").over(Window.partitionBy(*keys, "k"))
     q = per_category.select(*keys, "k", "category", share.alias("q"))

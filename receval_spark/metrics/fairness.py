@@ -64,7 +64,7 @@ def item_groups(
 def with_groups(rows: DataFrame, groups: DataFrame, *, default: str) -> DataFrame:
     """``rows`` (with item_id) once per group of the item, with its ``weight``; an item of no
     group is in ``default`` (items=tail, or the segment table's unassigned) with weight 1."""
-    joined = rows.join(groups, on=ITEM, how="left")
+    joined = rows.join(F.broadcast(groups), on=ITEM, how="left")  # item-sized
     return joined.select(
         *rows.columns,
         F.coalesce(F.col("group"), F.lit(default)).alias("group"),

@@ -77,8 +77,9 @@ def _accuracy(
     models: DataFrame,
     settings: EvaluationConfig,
 ) -> ProtocolAccuracy:
-    """The per-user accuracy of ``ranked`` and its macro rows labelled ``label``."""
-    per_user = accuracy_per_user(ranked, population, models=models, settings=settings)
+    """The per-user accuracy of ``ranked`` and its macro rows labelled ``label``; no AUC (it
+    reads the whole catalogue, which a sampled list is not)."""
+    per_user = accuracy_per_user(ranked, population, models=models, settings=settings, auc=False)
     rows = [] if per_user is None else macro_rows(per_user, protocol=label)
     return ProtocolAccuracy(rows, per_user)
 

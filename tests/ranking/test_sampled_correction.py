@@ -147,7 +147,8 @@ def population(spark):
 def run_sampled(spark, **settings):
     interactions, people = population(spark)
     config = EvaluationConfig(
-        k=[5, 20], segments=[], protocol=["sampled_5"], metrics=["ndcg", "recall"], **settings
+        **{"k": [5, 20], "segments": [], "protocol": ["sampled_5"], "metrics": ["ndcg", "recall"]}
+        | settings
     )
     scorers = {
         m.name: fit_model(m, history=people.history, truth=people.truth, k=20, seen=None)
@@ -202,6 +203,12 @@ def test_corrected_rows_are_labelled_beside_the_raw_ones_and_match_the_reference
             expected = ref.metrics_at_places(places, rel, k)
             for metric in ("ndcg", "recall"):
                 assert got[(user, metric, k)] == pytest.approx(expected[metric], abs=1e-12)
+
+
+def test_the_sampled_labels_have_no_catalogue_auc(spark):
+    results, _ = run_sampled(spark, metrics=["ndcg", "auc"])
+    for accuracy in results.values():
+        assert {r.metric for r in accuracy.rows} == {"ndcg"}
 
 
 def test_no_corrected_rows_when_switched_off_or_under_a_peers_definitions(spark):

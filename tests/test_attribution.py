@@ -130,6 +130,7 @@ def _night(spark, output: str, date: str, test_users: list[int], hits: set[int])
     )
 
 
+@pytest.mark.nightly  # several committed nights: make test-all and CI
 def test_two_nights_commit_the_attribution_and_the_report_says_why(
     spark, report_root: ReportRoot
 ) -> None:

@@ -75,6 +75,7 @@ def stability_rows(spark, output: str, date: str) -> dict:
     return {(r.segment, r.metric): (r.value, r.n_users) for r in rows.itertuples()}
 
 
+@pytest.mark.nightly  # several committed nights: make test-all and CI
 def test_two_nights_write_lists_and_tomorrow_reports_their_stability(
     spark, report_root: ReportRoot
 ):

@@ -9,6 +9,7 @@ import functools
 
 import numpy as np
 import pandas as pd
+import pytest
 from helpers import Nights
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -117,6 +118,7 @@ def test_a_regression_that_began_last_night_is_significant_only_against_the_wind
     assert "-0.0333" in alert
 
 
+@pytest.mark.nightly  # several committed nights: make test-all and CI
 def test_three_nights_compare_each_model_with_its_previous_night(spark, tmp_path, capsys):
     """The job with output.per_user on, three nights: the third night's comparisons hold
     ext against ext@<second night> on the users both nights evaluated, in the run's one Holm

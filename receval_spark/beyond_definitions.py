@@ -75,6 +75,9 @@ BEYOND_METRICS: tuple[Metric, ...] = (
         "the train interactions), items without a train interaction included",
         peers={
             "Recommenders": "none; its issue #2283 asks for APLT/ACLT",
+            "RecBole": "`tailpercentage`: the same share, the tail being the least popular "
+            "`tail_ratio` (default 10%) of the items, or those with at most that many "
+            "interactions",
         },
     ),
     Metric(

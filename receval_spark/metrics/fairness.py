@@ -169,13 +169,13 @@ def _influence(
     a_ug, A = Σ_u a_u, S = Σ_g s_g E_g, U users (mean 0 over the users)."""
     user = [*by, USER]
     per_user = (
-        attended.join(groups.select(*by, "group", "_side"), on=[*by, "group"])
+        attended.join(F.broadcast(groups.select(*by, "group", "_side")), on=[*by, "group"])
         .groupBy(*user)
         .agg(
             exact_sum(F.col("_side") * F.col("attention")).alias("_signed"),
             exact_sum("attention").alias("_a_u"),
         )
-        .join(gaps.select(*by, "_s"), on=list(by))
+        .join(F.broadcast(gaps.select(*by, "_s")), on=list(by))  # a row per group of lists
     )
     totals = per_user.groupBy(*by).agg(
         F.count(F.lit(1)).alias("n_users"), exact_sum("_a_u").alias("_a")
@@ -183,10 +183,10 @@ def _influence(
     scale = F.col("n_users") / (F.lit(2.0) * F.col("_a"))
     z = scale * (F.col("_signed") - F.col("_a_u") * F.col("_s"))
     spread = (
-        per_user.join(totals, on=list(by))
+        per_user.join(F.broadcast(totals), on=list(by))
         .select(*by, "n_users", z.alias("_z"))
         .groupBy(*by, "n_users")
         .agg(exact_sum(F.col("_z") * F.col("_z")).alias("_zz"))
         .select(*by, "n_users", _deviation(F.col("_zz"), F.col("n_users")).alias("std"))
     )
-    return gaps.join(spread, on=list(by)).select(*by, EXPOSURE_GAP, "n_users", "std")
+    return gaps.join(F.broadcast(spread), on=list(by)).select(*by, EXPOSURE_GAP, "n_users", "std")

@@ -137,7 +137,7 @@ def test_random_vs_popularity_equals_scipy_on_the_per_user_arrays(per_user, comp
 
 
 def test_holm_adjusts_once_over_every_comparison_of_both_protocols(comparisons):
-    assert set(comparisons.protocol) == {"full", "sampled_100"}
+    assert set(comparisons.protocol) == {"full", "sampled_100", "sampled_100_corrected"}
     assert (comparisons.holm_family_size == len(comparisons)).all()
     for column, adjusted in (("p_ttest", "p_holm"), ("p_wilcoxon", "p_wilcoxon_holm")):
         assert comparisons[column].notna().all()  # no comparison leaves the family

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import reduce
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, WindowSpec
 from pyspark.sql import functions as F
 
 LIMB = 2.0**31  # the fraction in two 31-bit limbs: resolution 2^-62, exact for |x| >= 2^-9
@@ -36,6 +36,13 @@ def exact_sum(x: Column | str) -> Column:
     recombined; within 2^-62 per value of the exact sum, for sums of |x| below 9.2e18.
     An aggregate expression."""
     return limb_sum(*_limbs(_column(x)))
+
+
+def exact_window_sum(x: Column | str, window: WindowSpec) -> Column:
+    """``exact_sum`` of ``x`` over ``window``: the same limbs, each summed over the window, so
+    the total does not depend on the order of the window's rows either."""
+    h, m, low = (F.sum(limb).over(window).cast("double") for limb in _limbs(_column(x)))
+    return h + (m + low / F.lit(LIMB)) / F.lit(LIMB)
 
 
 def limb_sum(h: Column | str, m: Column | str, low: Column | str) -> Column:

@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, RANK, USER
-from receval_spark.metrics.aggregate import exact_sum
+from receval_spark.metrics.aggregate import exact_sum, exact_window_sum
 
 MISCALIBRATION = "miscalibration"
 ALPHA = 0.01  # Steck's smoothing
@@ -48,7 +48,9 @@ def user_profiles(history: DataFrame, shares: DataFrame) -> DataFrame:
     items = history.select(USER, ITEM).distinct().join(F.broadcast(shares), on=ITEM)
     totals = items.groupBy(USER, "category").agg(exact_sum("share").alias("_s"))
     described = Window.partitionBy(USER)
-    return totals.select(USER, "category", (F.col("_s") / F.sum("_s").over(described)).alias("p"))
+    return totals.select(
+        USER, "category", (F.col("_s") / exact_window_sum("_s", described)).alias("p")
+    )
 
 
 def miscalibration(
@@ -67,7 +69,7 @@ def miscalibration(
     slots = ranked.select(*keys, ITEM, F.explode(cut_offs).alias("k"))
     slots = slots.join(F.broadcast(shares), on=ITEM)  # item-sized
     per_category = slots.groupBy(*keys, "k", "category").agg(exact_sum("share").alias("_s"))
-    share = F.col("_s") / F.sum("_s").over(Window.partitionBy(*keys, "k"))
+    share = F.col("_s") / exact_window_sum("_s", Window.partitionBy(*keys, "k"))
     q = per_category.select(*keys, "k", "category", share.alias("q"))
     lists = q.select(*keys, "k").distinct()
     pairs = lists.join(profiles, on=USER).join(q, on=[*keys, "k", "category"], how="left")

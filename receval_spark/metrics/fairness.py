@@ -34,7 +34,7 @@ from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, RANK, USER
-from receval_spark.metrics.aggregate import exact_sum
+from receval_spark.metrics.aggregate import exact_sum, exact_window_sum
 from receval_spark.metrics.lists import catalogue_members
 
 AWRF, EXPOSURE_GAP = "awrf", "exposure_gap"
@@ -117,7 +117,7 @@ def _jensen_term(e: Column, t: Column) -> Column:
 def awrf(attended: DataFrame, targets: DataFrame, *, keys: Sequence[str]) -> DataFrame:
     """(*keys, k, awrf) per list from :func:`group_attention` rows (keys end with user_id)."""
     keys = list(keys)
-    share = F.col("attention") / F.sum("attention").over(_per_list([*keys, "k"]))
+    share = F.col("attention") / exact_window_sum("attention", _per_list([*keys, "k"]))
     rows = attended.select(*keys, "k", "group", share.alias("_e")).join(
         F.broadcast(targets), on="group", how="left"
     )
@@ -142,7 +142,7 @@ def exposure_gap(attended: DataFrame, targets: DataFrame, *, by: Sequence[str]) 
     sums = attended.groupBy(*by, "group").agg(exact_sum("attention").alias("_a_g"))
     whole = Window.partitionBy(*by)
     shares = sums.select(
-        *by, "group", (F.col("_a_g") / F.sum("_a_g").over(whole)).alias("_e")
+        *by, "group", (F.col("_a_g") / exact_window_sum("_a_g", whole)).alias("_e")
     ).join(F.broadcast(targets), on="group", how="left")
     t = F.coalesce(F.col("target"), F.lit(0.0))
     side = F.signum(F.col("_e") - t)

@@ -35,7 +35,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, RANK, SCORE, USER
-from receval_spark.metrics.aggregate import exact_mean, exact_std, union_all
+from receval_spark.metrics.aggregate import exact_mean, exact_std, exact_sum, union_all
 
 JACCARD, RBO, CHURN = "stability_jaccard", "stability_rbo", "exposure_churn"
 STABILITY_METRICS = (JACCARD, RBO, CHURN)
@@ -129,7 +129,7 @@ def list_agreement(
         .agg(
             F.count(F.lit(1)).alias("_x_l"),
             F.count(F.when(F.col("_m") <= F.col("_s"), True)).alias("_x_s"),
-            F.sum(_depth_sum(F.col("_m"), F.col("_l"), lambda d: F.pow(p, d) / d)).alias("_t1"),
+            exact_sum(_depth_sum(F.col("_m"), F.col("_l"), lambda d: F.pow(p, d) / d)).alias("_t1"),
         )
     )
     joined = pairs.join(tails, on=[*KEYS, "k"], how="left").fillna(

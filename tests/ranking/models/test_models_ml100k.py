@@ -128,11 +128,14 @@ def test_sampled_protocol_is_labelled_and_differs_from_full(ranking):
         full, sampled = value(ranking, model, "ndcg"), value(ranking, model, "ndcg", "sampled_100")
         assert full.n_users == sampled.n_users
         assert sampled.value > full.value  # 100 negatives are easier than the catalogue
-    assert all(r.protocol in ("full", "sampled_100") for r in ranking.metrics)
+    labels = ("full", "sampled_100", "sampled_100_corrected")  # the correction beside the raw
+    assert all(r.protocol in labels for r in ranking.metrics)
     assert not [
         r for r in ranking.metrics if r.protocol == "sampled_100" and r.metric == "coverage"
     ]
-    assert any("sampled metrics (sampled_100)" in w for w in ranking.warnings)
+    assert any(
+        "sampled metrics (sampled_100, sampled_100_corrected)" in w for w in ranking.warnings
+    )
     compared = {(c.model, c.protocol) for c in ranking.comparisons if c.metric == "ndcg"}
     assert ("als", "sampled_100") in compared and ("als", "full") in compared
 

@@ -25,6 +25,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, RANK, USER
+from receval_spark.metrics.lists import cut_offs
 
 AUC = "auc"
 
@@ -87,9 +88,8 @@ def auc_per_user(
         negative.alias("_neg"),
         F.coalesce(F.sum(negative).over(before), F.lit(0)).alias("_above"),
     )
-    cut_offs = F.filter(F.array(*[F.lit(int(k)) for k in ks]), lambda k: k >= F.col(RANK))
     stats = (
-        rows.select("*", F.explode(cut_offs).alias("k"))
+        rows.select("*", F.explode(cut_offs(ks)).alias("k"))
         .groupBy(*keys, "k")
         .agg(
             F.count(F.when(F.col("_is_rel"), True)).alias("_h"),

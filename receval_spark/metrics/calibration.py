@@ -24,8 +24,9 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from receval_spark.columns import ITEM, RANK, USER
+from receval_spark.columns import ITEM, USER
 from receval_spark.metrics.aggregate import exact_sum, exact_window_sum
+from receval_spark.metrics.lists import cut_offs
 
 MISCALIBRATION = "miscalibration"
 ALPHA = 0.01  # Steck's smoothing
@@ -65,8 +66,7 @@ def miscalibration(
     """(*keys, k, miscalibration) per list (``keys`` end with user_id; ``ranked`` has item_id
     and rank) at every k, from :func:`user_profiles` and :func:`category_shares`."""
     keys = list(keys)
-    cut_offs = F.filter(F.array(*[F.lit(int(k)) for k in ks]), lambda k: k >= F.col(RANK))
-    slots = ranked.select(*keys, ITEM, F.explode(cut_offs).alias("k"))
+    slots = ranked.select(*keys, ITEM, F.explode(cut_offs(ks)).alias("k"))
     slots = slots.join(F.broadcast(shares), on=ITEM)  # item-sized
     per_category = slots.groupBy(*keys, "k", "category").agg(exact_sum("share").alias("_s"))
     share = F.col("_s") / exact_window_sum("_s", Window.partitionBy(*keys, "k"))

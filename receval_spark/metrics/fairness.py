@@ -30,12 +30,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pyspark.sql import Column, DataFrame, Window, WindowSpec
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, RANK, USER
 from receval_spark.metrics.aggregate import exact_sum, exact_window_sum
-from receval_spark.metrics.lists import catalogue_members
+from receval_spark.metrics.lists import catalogue_members, cut_offs
 
 AWRF, EXPOSURE_GAP = "awrf", "exposure_gap"
 HEAD, TAIL = "items=head", "items=tail"
@@ -44,7 +44,6 @@ HEAD, TAIL = "items=head", "items=tail"
 def item_groups(
     *,
     segments: DataFrame | None = None,
-    unassigned: str | None = None,
     head: DataFrame | None = None,
 ) -> DataFrame:
     """(item_id, group, weight): the item segment table ``segments`` (item_id, segment), each
@@ -76,8 +75,8 @@ def catalogue_targets(catalogue: DataFrame, groups: DataFrame, *, default: str) 
     """(group, target): each group's share of the catalogue items I (weighted as the items'
     groups), the default target distribution t."""
     members = with_groups(catalogue_members(catalogue).select(ITEM), groups, default=default)
-    shares = members.groupBy("group").agg(F.sum("weight").alias("_w"))
-    total = members.agg(F.sum("weight").alias("_total"))
+    shares = members.groupBy("group").agg(exact_sum("weight").alias("_w"))
+    total = members.agg(exact_sum("weight").alias("_total"))
     return shares.crossJoin(total).select("group", (F.col("_w") / F.col("_total")).alias("target"))
 
 
@@ -96,9 +95,8 @@ def group_attention(
 ) -> DataFrame:
     """(*keys, k, group, attention): Σ a_i w_ig over each list's (``keys``) slots of rank <= k,
     for the groups the list holds."""
-    cut_offs = F.filter(F.array(*[F.lit(int(k)) for k in ks]), lambda k: k >= F.col(RANK))
     slots = ranked.select(*keys, ITEM, RANK).select(
-        *keys, ITEM, RANK, F.explode(cut_offs).alias("k")
+        *keys, ITEM, RANK, F.explode(cut_offs(ks)).alias("k")
     )
     weighted = with_groups(slots, groups, default=default)
     return weighted.groupBy(*keys, "k", "group").agg(
@@ -117,7 +115,7 @@ def _jensen_term(e: Column, t: Column) -> Column:
 def awrf(attended: DataFrame, targets: DataFrame, *, keys: Sequence[str]) -> DataFrame:
     """(*keys, k, awrf) per list from :func:`group_attention` rows (keys end with user_id)."""
     keys = list(keys)
-    share = F.col("attention") / exact_window_sum("attention", _per_list([*keys, "k"]))
+    share = F.col("attention") / exact_window_sum("attention", Window.partitionBy(*keys, "k"))
     rows = attended.select(*keys, "k", "group", share.alias("_e")).join(
         F.broadcast(targets), on="group", how="left"
     )
@@ -127,10 +125,6 @@ def awrf(attended: DataFrame, targets: DataFrame, *, keys: Sequence[str]) -> Dat
     )
     distance = F.sqrt(F.greatest(F.col("_jsd"), F.lit(0.0)))
     return divergence.select(*keys, "k", F.least(F.lit(1.0) - distance, F.lit(1.0)).alias(AWRF))
-
-
-def _per_list(keys: Sequence[str]) -> WindowSpec:
-    return Window.partitionBy(*keys)
 
 
 def exposure_gap(attended: DataFrame, targets: DataFrame, *, by: Sequence[str]) -> DataFrame:

@@ -20,10 +20,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, RANK, USER
+
+
+def cut_offs(ks: Sequence[int]) -> Column:
+    """The cut-offs k of ``ks`` with k >= the row's rank: explode it to count a list slot
+    towards every cut-off that includes it."""
+    return F.filter(F.array(*[F.lit(int(k)) for k in ks]), lambda k: k >= F.col(RANK))
 
 
 def top_k_lists(ranked: DataFrame, *, ks: Sequence[int]) -> DataFrame:

@@ -36,6 +36,7 @@ from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, RANK, SCORE, USER
 from receval_spark.metrics.aggregate import exact_mean, exact_std, exact_sum, union_all
+from receval_spark.metrics.lists import cut_offs
 
 JACCARD, RBO, CHURN = "stability_jaccard", "stability_rbo", "exposure_churn"
 STABILITY_METRICS = (JACCARD, RBO, CHURN)
@@ -81,8 +82,7 @@ def night_lists(
 
 def _at_cut_offs(lists: DataFrame, ks: Sequence[int]) -> DataFrame:
     """(model, user_id, item_id, rank, k): each list entry once per cut-off k ≥ its rank."""
-    cut_offs = F.filter(F.array(*[F.lit(k) for k in ks]), lambda k: k >= F.col(RANK))
-    return lists.select(*KEYS, ITEM, RANK, F.explode(cut_offs).alias("k"))
+    return lists.select(*KEYS, ITEM, RANK, F.explode(cut_offs(ks)).alias("k"))
 
 
 def _sizes(lists: DataFrame, ks: Sequence[int], side: str) -> DataFrame:

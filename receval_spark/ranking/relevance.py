@@ -117,6 +117,12 @@ def item_popularity_segments(catalogue: DataFrame, *, head_share: float) -> Data
     )
 
 
+def head_items(catalogue: DataFrame, *, head_share: float) -> DataFrame:
+    """(item_id) of the ``items=head`` items of :func:`item_popularity_segments`."""
+    labels = item_popularity_segments(catalogue, head_share=head_share)
+    return labels.filter(F.col("segment") == "items=head").select(ITEM)
+
+
 def scoped_truth(truth: DataFrame, *labellings: tuple[DataFrame, str]) -> DataFrame:
     """Rel(u) with a ``scope`` column: every row under ``all``, and again under each of its
     item segments of every labelling (item_id, segment), an item without a row there under

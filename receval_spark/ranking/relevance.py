@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import reduce
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from receval_spark.columns import GRADE, ITEM, RATING, USER
 from receval_spark.config.ranking_data import RelevanceConfig
+from receval_spark.ordering import global_sum_before
 
 
 def relevance_grade(
@@ -108,11 +109,11 @@ def item_popularity_segments(catalogue: DataFrame, *, head_share: float) -> Data
     ties by item id) up to the first one at which they cover ``head_share`` of all train
     interactions, ``items=tail`` for the rest of the catalogue. Items outside the catalogue
     (no train interaction) are tail by definition; callers treat a missing item as tail."""
-    order = Window.orderBy(F.col("n_interactions").desc(), F.col(ITEM).asc())
-    covered_before = F.sum("n_interactions").over(order.rowsBetween(Window.unboundedPreceding, -1))
-    total = F.sum("n_interactions").over(Window.partitionBy(F.lit(1)))
-    is_head = F.coalesce(covered_before, F.lit(0)) < F.lit(head_share) * total
-    return catalogue.select(
+    order = [F.col("n_interactions").desc(), F.col(ITEM).asc()]
+    covered = global_sum_before(catalogue, order, value="n_interactions", name="_covered_before")
+    total = catalogue.agg(F.sum("n_interactions").alias("_total"))
+    is_head = F.col("_covered_before") < F.lit(head_share) * F.col("_total")
+    return covered.crossJoin(F.broadcast(total)).select(
         ITEM, F.when(is_head, "items=head").otherwise("items=tail").alias("segment")
     )
 

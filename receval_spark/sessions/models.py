@@ -14,18 +14,15 @@ from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, POSITION, RANK, SCORE, SESSION
 from receval_spark.expressions import cosine_order
+from receval_spark.ordering import global_row_number
 
 EVENT = [SESSION, POSITION]
 
 
 def item_clicks(train: DataFrame) -> DataFrame:
     """(item_id, clicks, pop_rank): train clicks per item, ranked by clicks desc, item id asc."""
-    order = Window.orderBy(F.col("clicks").desc(), F.col(ITEM).asc())
-    return (
-        train.groupBy(ITEM)
-        .agg(F.count(F.lit(1)).alias("clicks"))
-        .withColumn("pop_rank", F.row_number().over(order))
-    )
+    clicks = train.groupBy(ITEM).agg(F.count(F.lit(1)).alias("clicks"))
+    return global_row_number(clicks, [F.col("clicks").desc(), F.col(ITEM).asc()], name="pop_rank")
 
 
 def rank_per_event(candidates: DataFrame, *order: Column, k: int) -> DataFrame:

@@ -22,6 +22,7 @@ from receval_spark.columns import ITEM, ORDER, POSITION, SESSION, TARGET, TIMEST
 from receval_spark.config.session_job import SessionPreprocessing
 from receval_spark.errors import ConfigError, InputError
 from receval_spark.expressions import iso
+from receval_spark.ordering import global_row_number
 
 
 @dataclass(frozen=True)
@@ -232,8 +233,7 @@ def as_given(train: DataFrame, test: DataFrame) -> SessionSplit:
 def most_recent_sessions(train: DataFrame, *, fraction: float) -> DataFrame:
     """Clicks of the ceil(fraction · N) train sessions with the latest start (ties by id)."""
     starts = session_starts(train)
-    order = Window.orderBy(F.col("start").desc(), F.col(SESSION).desc())
-    ranked = starts.withColumn("_rank", F.row_number().over(order))
+    ranked = global_row_number(starts, [F.col("start").desc(), F.col(SESSION).desc()], name="_rank")
     total = starts.agg(F.count(F.lit(1)).alias("_total"))
     keep = ranked.crossJoin(total).filter(
         F.col("_rank") <= F.ceil(F.col("_total") * F.lit(fraction))

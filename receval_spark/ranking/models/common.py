@@ -6,6 +6,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, USER
+from receval_spark.ordering import offsets_before
 
 # hash buckets of :func:`dense_ids`: a fixed number, so the numbering is a function of the id set
 # alone (not of the partitioning or of spark.sql.shuffle.partitions)
@@ -39,11 +40,8 @@ def dense_ids(ids: DataFrame, column: str, *, name: str) -> DataFrame:
         .distinct()
         .withColumn("_bucket", F.pmod(F.xxhash64(column), F.lit(ID_BUCKETS)))
     )
-    sizes = distinct.groupBy("_bucket").agg(F.count(F.lit(1)).alias("_size"))
-    before = Window.orderBy("_bucket").rowsBetween(Window.unboundedPreceding, -1)
-    offsets = sizes.select(
-        "_bucket", F.coalesce(F.sum("_size").over(before), F.lit(0)).alias("_offset")
-    )
+    sizes = distinct.groupBy("_bucket").agg(F.count(F.lit(1)).alias("_amount"))
+    offsets = offsets_before(sizes, key="_bucket")
     within = Window.partitionBy("_bucket").orderBy(column)
     number = F.col("_offset") + F.row_number().over(within) - 1
     return distinct.join(F.broadcast(offsets), on="_bucket").select(

@@ -6,6 +6,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, RANK, SCORE, USER
+from receval_spark.ordering import global_row_number
 from receval_spark.ranking.models.common import ranks_needed
 
 
@@ -32,10 +33,9 @@ def popularity_candidates(
 
 def popularity_positions(popularity: DataFrame) -> DataFrame:
     """(item_id, score, _pos): every item of ``popularity`` (:func:`item_popularity`) and its
-    position 1..n in the global popularity order (score descending, ties by item id): one
-    catalogue-sized window."""
-    order = Window.orderBy(F.col(SCORE).desc(), F.col(ITEM).asc())
-    return popularity.withColumn("_pos", F.row_number().over(order))
+    position 1..n in the global popularity order (score descending, ties by item id), numbered
+    range by range (:func:`~receval_spark.ordering.global_row_number`)."""
+    return global_row_number(popularity, [F.col(SCORE).desc(), F.col(ITEM).asc()], name="_pos")
 
 
 def popularity_ranks(
@@ -58,7 +58,7 @@ def popularity_ranks(
     positions = popularity_positions(popularity).select(ITEM, "_pos")
     ranked = pairs.select(USER, ITEM).distinct().join(positions, on=ITEM)
     if seen is None:
-        return ranked.select(USER, ITEM, F.col("_pos").alias(RANK))
+        return ranked.select(USER, ITEM, F.col("_pos").cast("int").alias(RANK))
     last = ranked.groupBy(USER).agg(F.max("_pos").alias("_last"))
     marks = (
         seen.select(USER, ITEM)

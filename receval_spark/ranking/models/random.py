@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, SCORE, USER
 from receval_spark.expressions import seeded_hash
+from receval_spark.ordering import global_row_number
 from receval_spark.ranking.models.common import ranks_needed
 
 _OVERSAMPLE = 2
@@ -25,9 +26,9 @@ def random_candidates(
     may get fewer than k items.
     """
     catalogue = history.select(ITEM).distinct()
-    numbered = catalogue.withColumn(
-        "_index", F.row_number().over(Window.orderBy(ITEM)) - 1
-    )  # catalogue-sized, once
+    numbered = global_row_number(catalogue, [F.col(ITEM).asc()], name="_number").select(
+        ITEM, (F.col("_number") - 1).alias("_index")
+    )
     size = catalogue.agg(F.count(F.lit(1)).alias("_n_items"))
     draws = (
         ranks_needed(users, k=k, seen=seen)

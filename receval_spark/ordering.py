@@ -1,0 +1,72 @@
+"""Positions in one global order without moving every row into one task.
+
+``Window.orderBy(...)`` with no ``partitionBy`` sorts the whole table in a single task (Spark
+logs ``WindowExec: No Partition Defined``): fine for a table of fixed size, a bottleneck for
+one that grows with items, users or sessions. Here the rows are range-partitioned on the
+order (``repartitionByRange``: Spark samples the order's bounds, so the ranges are balanced
+and a tie on the leading columns may still split across ranges, the full order being
+unique), each range is numbered by its own window, and each range's offset is the sum over
+the ranges before it — a self-join of a table with one row per range.
+
+The ``order`` must be a total order (end with a unique column, e.g. the id), so the
+positions are a function of the rows, whatever their partitioning.
+"""
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame, Window, WindowSpec
+from pyspark.sql import functions as F
+
+_RANGE = "_range"
+
+
+def global_row_number(df: DataFrame, order: Sequence[Column], *, name: str) -> DataFrame:
+    """``df`` with ``name`` = the row's position 1..n in ``order`` (as ``row_number`` over
+    ``Window.orderBy(*order)``)."""
+    ranged, within = _ranges(df, order)
+    numbered = ranged.withColumn("_in_range", F.row_number().over(within))
+    totals = numbered.groupBy(_RANGE).agg(F.max("_in_range").cast("long").alias("_amount"))
+    return (
+        numbered.join(F.broadcast(offsets_before(totals, key=_RANGE)), on=_RANGE)
+        .withColumn(name, F.col("_offset") + F.col("_in_range"))
+        .drop(_RANGE, "_in_range", "_offset")
+    )
+
+
+def global_sum_before(
+    df: DataFrame, order: Sequence[Column], *, value: str, name: str
+) -> DataFrame:
+    """``df`` with ``name`` = the sum of ``value`` over the rows strictly before the row in
+    ``order`` (0 for the first row; ``value`` non-null and integral, so the sum is exact)."""
+    ranged, within = _ranges(df, order)
+    before = within.rowsBetween(Window.unboundedPreceding, -1)
+    summed = ranged.withColumn(
+        "_in_range", F.coalesce(F.sum(value).over(before), F.lit(0)).cast("long")
+    )
+    totals = summed.groupBy(_RANGE).agg(F.sum(value).cast("long").alias("_amount"))
+    return (
+        summed.join(F.broadcast(offsets_before(totals, key=_RANGE)), on=_RANGE)
+        .withColumn(name, F.col("_offset") + F.col("_in_range"))
+        .drop(_RANGE, "_in_range", "_offset")
+    )
+
+
+def _ranges(df: DataFrame, order: Sequence[Column]) -> tuple[DataFrame, WindowSpec]:
+    """``df`` range-partitioned on ``order`` with each row's range number, and the window
+    ordering one range. Ranges are numbered in order (Spark's range partitions, and the
+    adjacent ones adaptive execution may coalesce, are numbered low to high)."""
+    ranged = df.repartitionByRange(*order).withColumn(_RANGE, F.spark_partition_id())
+    return ranged, Window.partitionBy(_RANGE).orderBy(*order)
+
+
+def offsets_before(totals: DataFrame, *, key: str) -> DataFrame:
+    """(key, _offset): for each row of a small table (key, _amount), the sum of ``_amount``
+    over the rows of lower ``key`` — a running sum over a handful of rows by a self-join,
+    without a window (which would have no partition)."""
+    earlier = totals.select(F.col(key).alias("_earlier"), "_amount")
+    return (
+        totals.select(key)
+        .join(earlier, F.col("_earlier") < F.col(key), "left")
+        .groupBy(key)
+        .agg(F.coalesce(F.sum("_amount"), F.lit(0)).cast("long").alias("_offset"))
+    )

@@ -62,6 +62,7 @@ def test_numpy_floor_equals_the_spark_metrics(spark, data: Path) -> None:
         values = side_by_side.receval_four(inputs)
         unfiltered = side_by_side.receval_four(inputs, filter_seen=False)
         ml = side_by_side.spark_ml_four(inputs)
+        lean = side_by_side.spark_ml_lean_four(inputs)
     finally:
         for df in inputs.values():
             df.unpersist()
@@ -69,6 +70,7 @@ def test_numpy_floor_equals_the_spark_metrics(spark, data: Path) -> None:
     for metric in side_by_side.FOUR:
         assert np.isclose(values[metric], floor[metric], rtol=0, atol=1e-12), metric
         assert np.isclose(ml[metric], floor[metric], rtol=0, atol=1e-12), metric
+        assert np.isclose(lean[metric], floor[metric], rtol=0, atol=1e-12), metric
         assert unfiltered[metric] == values[metric], metric  # no candidate is a train item
 
 

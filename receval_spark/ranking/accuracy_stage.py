@@ -22,7 +22,7 @@ from receval_spark.metrics.aggregate import macro_average, to_long
 from receval_spark.metrics.auc import AUC, auc_per_user
 from receval_spark.metrics.compat import COMPAT_METRICS, compatible_per_user
 from receval_spark.ranking.population import Population
-from receval_spark.ranking.relevance import item_popularity_segments, scoped_truth
+from receval_spark.ranking.relevance import scoped_truth
 from receval_spark.results import MetricRow, metric_row
 
 
@@ -84,8 +84,7 @@ def accuracy_per_user(
         return None
     labellings = []
     if "popularity" in settings.segments:
-        popularity = item_popularity_segments(population.catalogue, head_share=settings.head_share)
-        labellings.append((popularity, "items=tail"))
+        labellings.append((population.popularity_segments(), "items=tail"))
     if item_segments is not None and settings.item_segments is not None:
         labellings.append((item_segments, f"{settings.item_segments.label}={UNASSIGNED}"))
     scores = per_user_accuracy(

@@ -38,7 +38,6 @@ from receval_spark.ranking.fairness_stage import list_metrics
 from receval_spark.ranking.models.als import als_item_embeddings
 from receval_spark.ranking.models.popularity import popularity_ranks
 from receval_spark.ranking.population import Population
-from receval_spark.ranking.relevance import head_items as popular_head
 from receval_spark.results import MetricRow, metric_row
 
 
@@ -170,7 +169,7 @@ def head_items(population: Population, settings: EvaluationConfig) -> DataFrame 
     when aplt or aclt is computed; None otherwise."""
     if not {"aplt", "aclt"} & set(settings.metrics):
         return None
-    return popular_head(population.catalogue, head_share=settings.head_share)
+    return population.head_items()
 
 
 # defined by train popularity (awrf and exposure_gap: by the head items and the train catalogue)

@@ -33,7 +33,6 @@ from receval_spark.metrics.fairness import (
     item_groups,
 )
 from receval_spark.ranking.population import Population
-from receval_spark.ranking.relevance import head_items
 from receval_spark.results import MetricRow, metric_row
 
 # computed here, not in receval_spark.metrics.per_user's one pass over each list
@@ -100,8 +99,7 @@ def _exposure(
         default = f"{settings.item_segments.label}={UNASSIGNED}"
         groups = item_groups(segments=item_segments)
     else:
-        head = head_items(population.catalogue, head_share=settings.head_share)
-        default, groups = TAIL, item_groups(head=head)
+        default, groups = TAIL, item_groups(head=population.head_items())
     targets = catalogue_targets(catalogue, groups, default=default)
     attended = group_attention(lists, groups, keys=KEYS, ks=settings.k, default=default)
     per_user = None

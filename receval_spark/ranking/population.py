@@ -21,10 +21,13 @@ from receval_spark.metrics.lists import item_statistics
 from receval_spark.quality import Fact
 from receval_spark.ranking.quality import Reconsumption, reconsumption
 from receval_spark.ranking.relevance import (
+    POPULARITY_HEAD,
+    POPULARITY_SEGMENT,
     activity_counts,
     activity_thresholds,
     relevant_items,
     user_segments,
+    with_popularity_segment,
 )
 from receval_spark.ranking.split import Split
 
@@ -58,6 +61,24 @@ class Population:
     facts: list[Fact]
     activity: ActivityQuartiles | None = None
     empty_truth: int = 0
+
+    def popularity_segments(self) -> DataFrame:
+        """(item_id, segment): each catalogue item's items=head / items=tail label
+        (:func:`~receval_spark.ranking.relevance.with_popularity_segment`, computed once with
+        the catalogue when :func:`needs_popularity_segment`)."""
+        return self.catalogue.select(ITEM, F.col(POPULARITY_SEGMENT).alias("segment"))
+
+    def head_items(self) -> DataFrame:
+        """(item_id) of the catalogue's items=head items."""
+        return self.catalogue.filter(F.col(POPULARITY_SEGMENT) == POPULARITY_HEAD).select(ITEM)
+
+
+def needs_popularity_segment(settings: EvaluationConfig) -> bool:
+    """Whether a step reads the catalogue's head/tail labels: the ``popularity`` item
+    segments, aplt and aclt, and the exposure groups without an item segment table."""
+    exposure = settings.item_segments is None and {"awrf", "exposure_gap"} & set(settings.metrics)
+    tail = {"aplt", "aclt"} & set(settings.metrics)
+    return "popularity" in settings.segments or bool(tail) or bool(exposure)
 
 
 def evaluated_population(
@@ -97,11 +118,19 @@ def evaluated_population(
         n_users=rel.n_users if evaluated is None else evaluated.n_users,
         segments=persist(with_named_segments(segments, users, named, settings.user_segments)),
         seen=seen,
-        catalogue=persist(item_statistics(history)),
+        catalogue=persist(_catalogue(history, settings)),
         facts=rel.facts if evaluated is None else evaluated.facts,
         activity=activity,
         empty_truth=0 if evaluated is None else evaluated.empty_truth,
     )
+
+
+def _catalogue(history: DataFrame, settings: EvaluationConfig) -> DataFrame:
+    """The train catalogue's item table, labelled head/tail when a step reads the labels."""
+    statistics = item_statistics(history)
+    if not needs_popularity_segment(settings):
+        return statistics
+    return with_popularity_segment(statistics, head_share=settings.head_share)
 
 
 def listed_users(split: Split, recommendations: Mapping[str, DataFrame]) -> DataFrame | None:

@@ -104,24 +104,30 @@ def user_segments(users: DataFrame, history: DataFrame, *, segments: Sequence[st
     )
 
 
-def item_popularity_segments(catalogue: DataFrame, *, head_share: float) -> DataFrame:
-    """(item_id, segment): ``items=head`` for the most popular items (by train interactions,
-    ties by item id) up to the first one at which they cover ``head_share`` of all train
-    interactions, ``items=tail`` for the rest of the catalogue. Items outside the catalogue
-    (no train interaction) are tail by definition; callers treat a missing item as tail."""
+# the catalogue column of with_popularity_segment, and its head label
+POPULARITY_SEGMENT, POPULARITY_HEAD = "popularity_segment", "items=head"
+
+
+def with_popularity_segment(catalogue: DataFrame, *, head_share: float) -> DataFrame:
+    """``catalogue`` (item_id, n_interactions, ...) with :data:`POPULARITY_SEGMENT`:
+    ``items=head`` for the most popular items (by train interactions, ties by item id) up to
+    the first one at which they cover ``head_share`` of all train interactions, ``items=tail``
+    for the rest. Items outside the catalogue (no train interaction) are tail by definition;
+    callers treat a missing item as tail."""
     order = [F.col("n_interactions").desc(), F.col(ITEM).asc()]
     covered = global_sum_before(catalogue, order, value="n_interactions", name="_covered_before")
     total = catalogue.agg(F.sum("n_interactions").alias("_total"))
     is_head = F.col("_covered_before") < F.lit(head_share) * F.col("_total")
     return covered.crossJoin(F.broadcast(total)).select(
-        ITEM, F.when(is_head, "items=head").otherwise("items=tail").alias("segment")
+        *catalogue.columns,
+        F.when(is_head, POPULARITY_HEAD).otherwise("items=tail").alias(POPULARITY_SEGMENT),
     )
 
 
-def head_items(catalogue: DataFrame, *, head_share: float) -> DataFrame:
-    """(item_id) of the ``items=head`` items of :func:`item_popularity_segments`."""
-    labels = item_popularity_segments(catalogue, head_share=head_share)
-    return labels.filter(F.col("segment") == "items=head").select(ITEM)
+def item_popularity_segments(catalogue: DataFrame, *, head_share: float) -> DataFrame:
+    """(item_id, segment) of :func:`with_popularity_segment`."""
+    labelled = with_popularity_segment(catalogue, head_share=head_share)
+    return labelled.select(ITEM, F.col(POPULARITY_SEGMENT).alias("segment"))
 
 
 def scoped_truth(truth: DataFrame, *labellings: tuple[DataFrame, str]) -> DataFrame:

@@ -18,13 +18,20 @@ from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 
 _RANGE = "_range"
+_ROW_BITS = 33  # monotonically_increasing_id: partition id << 33 | row number in the partition
 
 
 def global_row_number(df: DataFrame, order: Sequence[Column], *, name: str) -> DataFrame:
     """``df`` with ``name`` = the row's position 1..n in ``order`` (as ``row_number`` over
-    ``Window.orderBy(*order)``)."""
-    ranged, within = _ranges(df, order)
-    numbered = ranged.withColumn("_in_range", F.row_number().over(within))
+    ``Window.orderBy(*order)``). Each range is sorted in its task and its rows numbered in
+    that order by ``monotonically_increasing_id`` (the partition in the upper bits, the row's
+    place in the partition in the lower 33), so no second shuffle numbers them."""
+    sorted_ranges = df.repartitionByRange(*order).sortWithinPartitions(*order)
+    numbered = sorted_ranges.withColumn("_id", F.monotonically_increasing_id()).select(
+        *df.columns,
+        F.shiftright("_id", _ROW_BITS).cast("int").alias(_RANGE),
+        (F.col("_id").bitwiseAND((1 << _ROW_BITS) - 1) + 1).alias("_in_range"),
+    )
     totals = numbered.groupBy(_RANGE).agg(F.max("_in_range").cast("long").alias("_amount"))
     return (
         numbered.join(F.broadcast(offsets_before(totals, key=_RANGE)), on=_RANGE)

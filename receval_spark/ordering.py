@@ -5,8 +5,8 @@ logs ``WindowExec: No Partition Defined``): fine for a table of fixed size, a bo
 one that grows with items, users or sessions. Here the rows are range-partitioned on the
 order (``repartitionByRange``: Spark samples the order's bounds, so the ranges are balanced
 and a tie on the leading columns may still split across ranges, the full order being
-unique), each range is numbered by its own window, and each range's offset is the sum over
-the ranges before it — a self-join of a table with one row per range.
+unique), each range is sorted in its own task and numbered (or summed) there, and each
+range's offset is the sum over the ranges before it — from a table with one row per range.
 
 The ``order`` must be a total order (end with a unique column, e.g. the id), so the
 positions are a function of the rows, whatever their partitioning.
@@ -14,7 +14,7 @@ positions are a function of the rows, whatever their partitioning.
 
 from collections.abc import Sequence
 
-from pyspark.sql import Column, DataFrame, Window, WindowSpec
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 _RANGE = "_range"
@@ -33,47 +33,55 @@ def global_row_number(df: DataFrame, order: Sequence[Column], *, name: str) -> D
         (F.col("_id").bitwiseAND((1 << _ROW_BITS) - 1) + 1).alias("_in_range"),
     )
     totals = numbered.groupBy(_RANGE).agg(F.max("_in_range").cast("long").alias("_amount"))
-    return (
-        numbered.join(F.broadcast(offsets_before(totals, key=_RANGE)), on=_RANGE)
-        .withColumn(name, F.col("_offset") + F.col("_in_range"))
-        .drop(_RANGE, "_in_range", "_offset")
-    )
+    return _plus_offsets(numbered, totals, name=name)
 
 
 def global_sum_before(
-    df: DataFrame, order: Sequence[Column], *, value: str, name: str
+    df: DataFrame, order: Sequence[Column], *, value: str, name: str, total: str | None = None
 ) -> DataFrame:
     """``df`` with ``name`` = the sum of ``value`` over the rows strictly before the row in
-    ``order`` (0 for the first row; ``value`` non-null and integral, so the sum is exact)."""
-    ranged, within = _ranges(df, order)
-    before = within.rowsBetween(Window.unboundedPreceding, -1)
+    ``order`` (0 for the first row; ``value`` non-null and integral, so the sum is exact), and
+    with ``total`` (when named) = the sum of ``value`` over all rows, from the same per-range
+    sums. Ranges are numbered in order (Spark's range partitions, and the adjacent ones
+    adaptive execution may coalesce, are numbered low to high); a window partitioned by
+    range sums within each."""
+    ranged = df.repartitionByRange(*order).withColumn(_RANGE, F.spark_partition_id())
+    before = Window.partitionBy(_RANGE).orderBy(*order).rowsBetween(Window.unboundedPreceding, -1)
     summed = ranged.withColumn(
         "_in_range", F.coalesce(F.sum(value).over(before), F.lit(0)).cast("long")
     )
     totals = summed.groupBy(_RANGE).agg(F.sum(value).cast("long").alias("_amount"))
-    return (
-        summed.join(F.broadcast(offsets_before(totals, key=_RANGE)), on=_RANGE)
-        .withColumn(name, F.col("_offset") + F.col("_in_range"))
-        .drop(_RANGE, "_in_range", "_offset")
+    return _plus_offsets(summed, totals, name=name, total=total)
+
+
+def _plus_offsets(
+    rows: DataFrame, totals: DataFrame, *, name: str, total: str | None = None
+) -> DataFrame:
+    """``rows`` (with _range and _in_range, the row's value within its range) with ``name`` =
+    its range's offset (:func:`offsets_before` of ``totals``) + _in_range, and ``total`` (when
+    named) = the sum of every range's amount."""
+    offsets = offsets_before(totals, key=_RANGE)
+    columns = [c for c in rows.columns if c not in (_RANGE, "_in_range")]
+    kept = [F.col("_total").alias(total)] if total is not None else []
+    return rows.join(F.broadcast(offsets), on=_RANGE).select(
+        *columns, (F.col("_offset") + F.col("_in_range")).alias(name), *kept
     )
 
 
-def _ranges(df: DataFrame, order: Sequence[Column]) -> tuple[DataFrame, WindowSpec]:
-    """``df`` range-partitioned on ``order`` with each row's range number, and the window
-    ordering one range. Ranges are numbered in order (Spark's range partitions, and the
-    adjacent ones adaptive execution may coalesce, are numbered low to high)."""
-    ranged = df.repartitionByRange(*order).withColumn(_RANGE, F.spark_partition_id())
-    return ranged, Window.partitionBy(_RANGE).orderBy(*order)
-
-
 def offsets_before(totals: DataFrame, *, key: str) -> DataFrame:
-    """(key, _offset): for each row of a small table (key, _amount), the sum of ``_amount``
-    over the rows of lower ``key`` — a running sum over a handful of rows by a self-join,
-    without a window (which would have no partition)."""
+    """(key, _offset, _total): for each row of a small table (key, _amount), the sum of
+    ``_amount`` over the rows of lower ``key`` — a running sum over a handful of rows by a
+    self-join, without a window (which would have no partition) — and over all rows."""
     earlier = totals.select(F.col(key).alias("_earlier"), "_amount")
+    is_earlier = F.col("_earlier") < F.col(key)
     return (
         totals.select(key)
-        .join(earlier, F.col("_earlier") < F.col(key), "left")
+        .crossJoin(earlier)
         .groupBy(key)
-        .agg(F.coalesce(F.sum("_amount"), F.lit(0)).cast("long").alias("_offset"))
+        .agg(
+            F.sum(F.when(is_earlier, F.col("_amount")).otherwise(F.lit(0)))
+            .cast("long")
+            .alias("_offset"),
+            F.sum("_amount").cast("long").alias("_total"),
+        )
     )

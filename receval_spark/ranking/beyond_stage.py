@@ -31,7 +31,7 @@ from receval_spark.metrics.lists import (
     with_catalogue,
 )
 from receval_spark.metrics.novelty import content_expected
-from receval_spark.metrics.per_user import per_user_beyond
+from receval_spark.metrics.per_user import ACLT, APLT, per_user_beyond
 from receval_spark.ranking.accuracy_stage import macro_rows
 from receval_spark.ranking.custom_stage import ItemTables, custom_group_rows
 from receval_spark.ranking.fairness_stage import list_metrics
@@ -167,7 +167,7 @@ def beyond_accuracy(
 def head_items(population: Population, settings: EvaluationConfig) -> DataFrame | None:
     """(item_id) of the head items (items=head over the train items, evaluation.head_share)
     when aplt or aclt is computed; None otherwise."""
-    if not {"aplt", "aclt"} & set(settings.metrics):
+    if not {APLT, ACLT} & set(settings.metrics):
         return None
     return population.head_items()
 

@@ -17,7 +17,9 @@ from receval_spark.config import EvaluationConfig, RelevanceConfig, UserSegments
 from receval_spark.errors import InputError
 from receval_spark.metadata_inputs import UNASSIGNED
 from receval_spark.metrics.aggregate import union_all
+from receval_spark.metrics.fairness import AWRF, EXPOSURE_GAP
 from receval_spark.metrics.lists import item_statistics
+from receval_spark.metrics.per_user import ACLT, APLT
 from receval_spark.quality import Fact
 from receval_spark.ranking.quality import Reconsumption, reconsumption
 from receval_spark.ranking.relevance import (
@@ -76,8 +78,8 @@ class Population:
 def needs_popularity_segment(settings: EvaluationConfig) -> bool:
     """Whether a step reads the catalogue's head/tail labels: the ``popularity`` item
     segments, aplt and aclt, and the exposure groups without an item segment table."""
-    exposure = settings.item_segments is None and {"awrf", "exposure_gap"} & set(settings.metrics)
-    tail = {"aplt", "aclt"} & set(settings.metrics)
+    exposure = settings.item_segments is None and {AWRF, EXPOSURE_GAP} & set(settings.metrics)
+    tail = {APLT, ACLT} & set(settings.metrics)
     return "popularity" in settings.segments or bool(tail) or bool(exposure)
 
 

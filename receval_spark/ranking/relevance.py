@@ -115,10 +115,11 @@ def with_popularity_segment(catalogue: DataFrame, *, head_share: float) -> DataF
     for the rest. Items outside the catalogue (no train interaction) are tail by definition;
     callers treat a missing item as tail."""
     order = [F.col("n_interactions").desc(), F.col(ITEM).asc()]
-    covered = global_sum_before(catalogue, order, value="n_interactions", name="_covered_before")
-    total = catalogue.agg(F.sum("n_interactions").alias("_total"))
+    covered = global_sum_before(
+        catalogue, order, value="n_interactions", name="_covered_before", total="_total"
+    )
     is_head = F.col("_covered_before") < F.lit(head_share) * F.col("_total")
-    return covered.crossJoin(F.broadcast(total)).select(
+    return covered.select(
         *catalogue.columns,
         F.when(is_head, POPULARITY_HEAD).otherwise("items=tail").alias(POPULARITY_SEGMENT),
     )

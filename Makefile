@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-all setup lint bench docs
+.PHONY: demo test test-all setup jars lint bench docs
 SCALE ?= small
 # two pytest workers, each running whole modules or groups of them (tests/conftest.py:
 # SHARED_GROUPS), in the order conftest gives; XDIST= runs the tests in this process
@@ -21,19 +21,24 @@ setup: $(BIN)/python
 demo: setup
 	$(BIN)/receval evaluate --config conf/demo.yaml
 
+# hadoop-aws and the AWS SDK for the s3a:// tests, from Maven Central into ~/.cache/receval_spark/jars
+# ($$RECEVAL_JARS) once; without Maven or Maven Central those tests skip with the reason
+jars: setup
+	$(BIN)/python tests/hadoop_aws.py
+
 lint: setup
 	$(BIN)/ruff check .
 
 # the contributors' loop: unit tests and in-process integration on tiny data
 # (tiers: docs/contributing.md, Tests)
-test: setup
+test: setup jars
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest $(XDIST) -m "not slow"
 
 # everything, as .ci/run: also the real-data parity (../shared/data), the demo as users run it,
 # the standalone cluster, Spark Connect, the browser, the notebook and the fault tests
-test-all: setup docs
+test-all: setup jars docs
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest $(XDIST)

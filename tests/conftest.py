@@ -11,12 +11,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from hadoop_aws import cached_jars
 from helpers import (
     GENERATED,
     INTERPRETED,
     SHARED_DATA,
     SHORT_LIVED_JVM,
-    ReportRoot,
     kept_sql_conf,
     ml100k_external_recs,
     ml100k_job,
@@ -25,6 +25,7 @@ from helpers import (
     sql_conf,
 )
 from jvm_archive import archive_path, jvm_options, start_build
+from storage import LocalFolder, ReportRoot, S3Server
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -55,6 +56,7 @@ SLOW_MARKERS = (
     "connect",
     "metastore",
     "viewfs",
+    "s3a",
     "fault",
     "browser",
     "notebook",
@@ -169,8 +171,30 @@ VIEWFS_LINK = "spark.hadoop.fs.viewfs.mounttable.receval.link./lake"
 VIEWFS_ROOT = "viewfs://receval/lake"
 
 
+# hadoop-aws and the AWS SDK (tests/hadoop_aws.py, fetched by make test), or why they are absent
+S3A_JARS = cached_jars()
+
+
 @pytest.fixture(scope="session")
-def spark(viewfs_mount):
+def s3_server():
+    """moto's S3 server on 127.0.0.1, one per test process (storage.S3Server), when the s3a
+    jars are there (else None: the s3a tests skip); stopped at the end of the run."""
+    if isinstance(S3A_JARS, str):
+        yield None
+        return
+    server = S3Server().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3a_conf(s3_server) -> dict[str, str]:
+    """The settings that give a Spark session s3a:// on the tests' S3 server (none without it)."""
+    return {} if s3_server is None else s3_server.spark_conf(S3A_JARS)
+
+
+@pytest.fixture(scope="session")
+def spark(viewfs_mount, s3a_conf):
     from pyspark.sql import SparkSession
 
     from receval_spark.spark import DEFAULT_CONF
@@ -178,20 +202,39 @@ def spark(viewfs_mount):
     link, _ = viewfs_mount
     builder = SparkSession.builder.master("local[2]").appName("receval-tests")
     builder = builder.config(*link.split("=", 1))
-    for key, value in {**DEFAULT_CONF, **TEST_SESSION_CONF}.items():
+    for key, value in {**DEFAULT_CONF, **TEST_SESSION_CONF, **s3a_conf}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     yield session
     session.stop()
 
 
-@pytest.fixture(params=["file", pytest.param("viewfs", marks=pytest.mark.viewfs)])
-def report_root(request, tmp_path, viewfs_mount) -> ReportRoot:
-    """An empty output root on ``file://`` and on ``viewfs://``, one test each."""
-    if request.param == "file":
-        return ReportRoot(uri=(tmp_path / "reports").as_uri(), local=tmp_path / "reports")
+@pytest.fixture(
+    params=[
+        "file",
+        pytest.param("viewfs", marks=pytest.mark.viewfs),
+        pytest.param("s3a", marks=pytest.mark.s3a),
+    ]
+)
+def report_root(request, tmp_path, viewfs_mount, s3_server, s3a_conf) -> ReportRoot:
+    """An empty output root on ``file://``, ``viewfs://`` and ``s3a://`` (a prefix of the
+    tests' bucket), one test each; the s3a one skips, with the reason, without its jars."""
     name = f"{request.node.name}".translate(str.maketrans("[]/", "__-"))
-    return ReportRoot(uri=f"{VIEWFS_ROOT}/{name}", local=viewfs_mount[1] / name)
+    if request.param == "file":
+        local = tmp_path / "reports"
+        return ReportRoot(uri=local.as_uri(), storage=LocalFolder(local))
+    if request.param == "viewfs":
+        link, target = viewfs_mount[0].split("=", 1)
+        storage = LocalFolder(viewfs_mount[1] / name)
+        return ReportRoot(uri=f"{VIEWFS_ROOT}/{name}", storage=storage, conf={link: target})
+    if s3_server is None:
+        pytest.skip(str(S3A_JARS))
+    prefix = tmp_path.name  # unique in this process, whose server holds nothing else
+    return ReportRoot(
+        uri=f"s3a://{s3_server.folder(prefix).bucket}/{prefix}",
+        storage=s3_server.folder(prefix),
+        conf=s3a_conf,
+    )
 
 
 @pytest.fixture(scope="session")

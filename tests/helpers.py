@@ -23,6 +23,7 @@ from typing import Any
 import pandas as pd
 import reference
 import yaml
+from storage import ReportRoot
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("RECEVAL_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -495,18 +496,28 @@ def start_evaluate(config: Path, **popen: Any) -> subprocess.Popen[Any]:
     )
 
 
-def kill_at_event(config: Path, log: Path, kind: str, *, timeout: float = 600) -> str:
+def kill_at_event(config: Path, root: ReportRoot, kind: str, *, timeout: float = 600) -> str:
     """Start ``receval evaluate --config config`` and SIGKILL its process group as soon as a
-    new ``kind`` event (begin, commit, ...) has its file in the commit log folder ``log``
-    (``<output>/_commits/events`` on the local disk); return that event's folder name."""
-    known = {p.parent.name for p in log.glob(f"*.{kind}/part-*")}
+    new ``kind`` event (begin, commit, ...) has its file in the commit log of the output root
+    ``root``; return that event's folder name."""
+    log = "_commits/events/"
+
+    def events() -> set[str]:
+        names = (n.removeprefix(log).split("/", 1) for n in root.names(log))
+        return {
+            name
+            for name, *file in names
+            if name.endswith(f".{kind}") and file and file[0].startswith("part-")
+        }
+
+    known = events()
     proc = start_evaluate(
         config, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            new = {p.parent.name for p in log.glob(f"*.{kind}/part-*")} - known
+            new = events() - known
             if new:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=60)
@@ -691,15 +702,6 @@ def run_shipped_demo(tmp: Path) -> ShippedDemo:
         [str(VENV_BIN / "receval"), "evaluate", "--config", "conf/demo.yaml", *settings], env=env
     )
     return ShippedDemo(output, proc)
-
-
-@dataclass(frozen=True)
-class ReportRoot:
-    """An output root for report tests: the URI jobs write to, and the local folder behind it
-    (the same folder for ``file://``; the mount target for ``viewfs://``)."""
-
-    uri: str
-    local: Path
 
 
 def beyond_metric(

@@ -1,5 +1,6 @@
-"""The report commit of ``receval_spark.commit`` (module doc): through Spark alone, on ``file://``
-and on ``viewfs://`` (a Hadoop filesystem the driver's Python cannot open).
+"""The report commit of ``receval_spark.commit`` (module doc): through Spark alone, on ``file://``,
+on ``viewfs://`` (a Hadoop filesystem the driver's Python cannot open) and on ``s3a://`` (an
+object store: no rename of folders, a bucket of the tests' S3 server).
 
 Readers see, per run date, exactly the rows of the run that committed it last; a failed or
 killed run is never seen and is emptied by the next writer; other dates are never touched; one
@@ -72,12 +73,6 @@ def data_files(folder: Path) -> list[Path]:
     return [p for p in folder.rglob("*.parquet") if not p.name.startswith((".", "_"))]
 
 
-def snapshot(folder: Path) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
-    }
-
-
 def commit(spark: SparkSession, root: ReportRoot, run_id: str, date: str, **kwargs) -> None:
     commit_datasets(
         tables(spark, run_id, **kwargs), output_path=root.uri, run_date=date, run_id=run_id
@@ -111,9 +106,9 @@ def test_commits_a_date(spark: SparkSession, report_root: ReportRoot) -> None:
     commit(spark, report_root, "r1", D1)
     for name in ("metrics", "runs", "per_user"):
         assert runs_seen(spark, report_root, name) == {D1: {"r1"}}
-        folder = report_root.local / name / f"run_date={D1}" / "run=r1"
-        assert data_files(folder) and (folder / "_SUCCESS").exists()
-    assert not (report_root.local / "comparisons").exists()
+        folder = f"{name}/run_date={D1}/run=r1"
+        assert report_root.data_files(folder) and f"{folder}/_SUCCESS" in report_root.names(folder)
+    assert not report_root.names("comparisons/")
     events = read_log(spark, report_root.uri)
     assert [e.event for e in sorted(events, key=lambda e: e.at)][:1] == ["begin"]
     assert {e.event for e in events} == {"begin", "commit", "end"}
@@ -128,16 +123,16 @@ def test_rewriting_a_date_replaces_it_and_leaves_other_dates(
 ) -> None:
     commit(spark, report_root, "r1", D1)
     commit(spark, report_root, "r2", D2)
-    d1_before = snapshot(report_root.local / "metrics" / f"run_date={D1}")
+    d1_before = report_root.files(f"metrics/run_date={D1}/**")
 
     commit(spark, report_root, "r3", D2, rows=5)
 
     for name in ("metrics", "runs", "per_user"):
         assert runs_seen(spark, report_root, name) == {D1: {"r1"}, D2: {"r3"}}
     assert len(committed(spark, report_root, "metrics")) == 3 + 5
-    assert snapshot(report_root.local / "metrics" / f"run_date={D1}") == d1_before
+    assert report_root.files(f"metrics/run_date={D1}/**") == d1_before
     # the superseded run's folders are emptied: a plain read sees the committed rows only
-    assert not data_files(report_root.local / "metrics" / f"run_date={D2}" / "run=r2")
+    assert not report_root.data_files(f"metrics/run_date={D2}/run=r2")
     plain = spark.read.parquet(f"{report_root.uri}/metrics")
     assert {(str(r.run_date), r.run_id) for r in plain.select("run_date", "run_id").collect()} == {
         (D1, "r1"),
@@ -173,7 +168,7 @@ def test_failure_while_writing_changes_nothing_readers_see(
         commit_datasets(doomed, output_path=report_root.uri, run_date=D1, run_id="r2")
 
     assert {name: committed(spark, report_root, name) for name in ("metrics", "runs")} == before
-    assert not data_files(report_root.local / "metrics" / f"run_date={D1}" / "run=r2")
+    assert not report_root.data_files(f"metrics/run_date={D1}/run=r2")
     states = run_states(read_log(spark, report_root.uri))
     assert states["r2"].discarded and states["r2"].ended and states["r2"].committed is None
 
@@ -188,7 +183,7 @@ def test_unknown_dataset_is_refused_before_writing(
             run_date=D1,
             run_id="r1",
         )
-    assert not report_root.local.exists() or not list(report_root.local.iterdir())
+    assert not report_root.names()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -205,7 +200,7 @@ def test_a_killed_run_is_never_seen_and_the_next_writer_discards_it(
     commit(spark, report_root, "r3", D2)  # its owner is gone: no wait, and r2 is discarded
 
     assert runs_seen(spark, report_root, "metrics") == {D1: {"r1"}, D2: {"r3"}}
-    assert not data_files(report_root.local / "metrics" / f"run_date={D1}" / "run=r2")
+    assert not report_root.data_files(f"metrics/run_date={D1}/run=r2")
     assert run_states(read_log(spark, report_root.uri))["r2"].discarded
 
 
@@ -225,7 +220,7 @@ def test_a_run_killed_after_its_commit_is_committed(
     commit(spark, report_root, "r3", D2)
 
     assert runs_seen(spark, report_root, "metrics") == {D1: {"r2"}, D2: {"r3"}}
-    assert not data_files(report_root.local / "metrics" / f"run_date={D1}" / "run=r1")
+    assert not report_root.data_files(f"metrics/run_date={D1}/run=r1")
 
 
 @pytest.mark.parametrize("report_root", ["file"], indirect=True)  # the lease: any storage

@@ -81,6 +81,15 @@ def persist(df: DataFrame) -> DataFrame:
     return persisted
 
 
+def keep(df: DataFrame) -> DataFrame:
+    """``df`` materialised like :func:`persist`, but for the session's lifetime: recorded in no
+    scope, so releasing an evaluation keeps it (a memo of several evaluations,
+    :func:`receval_spark.ranking.models.als.memoized_item_embeddings`). Only for small tables."""
+    if cuts_lineage(df):
+        return df.localCheckpoint(eager=True, storageLevel=CHECKPOINT_LEVEL)
+    return df.persist()
+
+
 def cuts_lineage(df: DataFrame) -> bool:
     """Whether :func:`persist` checkpoints ``df`` locally: its session (classic, or a Spark
     Connect server's) runs on a local master."""

@@ -23,7 +23,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from receval_spark.columns import ITEM, RANK, USER
-from receval_spark.metrics.aggregate import union_all
+from receval_spark.metrics.aggregate import to_long, union_all
 from receval_spark.metrics.stability import RBO, list_agreement
 
 INTERSECTION, AGREEMENT_RBO, UNEXPECTEDNESS = "intersection", "agreement_rbo", "unexpectedness"
@@ -52,25 +52,26 @@ def agreement(
 ) -> DataFrame | None:
     """(model, user_id, k, metric, value) of the :data:`AGREEMENT_METRICS` among ``metrics``
     whose model (``reference`` / ``baseline``) is given; None when none is computed."""
-    frames = []
-    pairs: dict[str, DataFrame] = {}  # one join per model compared with
-
-    def with_model(name: str) -> DataFrame:
-        if name not in pairs:
-            pairs[name] = against(ranked, name, ks=ks, persistence=persistence)
-        return pairs[name]
-
-    wanted = [m for m in (INTERSECTION, AGREEMENT_RBO) if m in metrics]
-    if reference is not None and wanted:
+    # one pass per model compared with, all its metrics as columns of it (a union of one
+    # frame per metric planned the pair's joins once per metric)
+    compared: dict[str, dict[str, Column]] = {}
+    if reference is not None:
         values = {INTERSECTION: F.col("common") / F.col("listed"), AGREEMENT_RBO: F.col(RBO)}
-        frames += [_long(with_model(reference), m, values[m]) for m in wanted]
+        for m in (INTERSECTION, AGREEMENT_RBO):
+            if m in metrics:
+                compared.setdefault(reference, {})[m] = values[m]
     if baseline is not None and UNEXPECTEDNESS in metrics:
         share = (F.col("listed") - F.col("common")) / F.col("listed")
-        frames.append(_long(with_model(baseline), UNEXPECTEDNESS, share))
+        compared.setdefault(baseline, {})[UNEXPECTEDNESS] = share
+    frames = [
+        _long(against(ranked, name, ks=ks, persistence=persistence), columns)
+        for name, columns in compared.items()
+    ]
     return union_all(frames)
 
 
-def _long(pairs: DataFrame, metric: str, value: Column) -> DataFrame:
-    return pairs.select(
-        "model", USER, "k", F.lit(metric).alias("metric"), value.cast("double").alias("value")
-    )
+def _long(pairs: DataFrame, columns: dict[str, Column]) -> DataFrame:
+    """(model, user_id, k, metric, value) of the metric ``columns`` of :func:`against`'s rows."""
+    keys = ["model", USER, "k"]
+    wide = pairs.select(*keys, *[v.cast("double").alias(m) for m, v in columns.items()])
+    return to_long(wide, metrics=list(columns), keys=keys)

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from receval_spark.cache import persist
 from receval_spark.columns import ITEM, RANK, USER
 from receval_spark.metrics.aggregate import exact_sum, exact_window_sum
 from receval_spark.metrics.lists import catalogue_members, cut_offs
@@ -140,7 +141,8 @@ def exposure_gap(attended: DataFrame, targets: DataFrame, *, by: Sequence[str]) 
     ).join(F.broadcast(targets), on="group", how="left")
     t = F.coalesce(F.col("target"), F.lit(0.0))
     side = F.signum(F.col("_e") - t)
-    groups = shares.select(*by, "group", "_e", t.alias("_t"), side.alias("_side"))
+    # a row per (list group, item group), read by the gaps and by every user's influence
+    groups = persist(shares.select(*by, "group", "_e", t.alias("_t"), side.alias("_side")))
     gaps = groups.groupBy(*by).agg(
         (
             F.lit(0.5) * (F.lit(1.0) + exact_sum(F.abs(F.col("_e") - F.col("_t")) - F.col("_t")))
@@ -160,7 +162,8 @@ def _influence(
 ) -> DataFrame:
     """The gaps with n_users and the deviation of z_u = U / (2A) · (Σ_g s_g a_ug - a_u S), the
     influence of user u on the gap: s_g = sign(E_g - t_g), a_ug u's attention on g, a_u = Σ_g
-    a_ug, A = Σ_u a_u, S = Σ_g s_g E_g, U users (mean 0 over the users)."""
+    a_ug, A = Σ_u a_u, S = Σ_g s_g E_g, U users (mean 0 over the users). U / (2A) is the same
+    for every user of a group of lists, so one aggregation gives U, A and Σ_u (z_u 2A / U)²."""
     user = [*by, USER]
     per_user = (
         attended.join(F.broadcast(groups.select(*by, "group", "_side")), on=[*by, "group"])
@@ -171,16 +174,14 @@ def _influence(
         )
         .join(F.broadcast(gaps.select(*by, "_s")), on=list(by))  # a row per group of lists
     )
+    unscaled = F.col("_signed") - F.col("_a_u") * F.col("_s")
     totals = per_user.groupBy(*by).agg(
-        F.count(F.lit(1)).alias("n_users"), exact_sum("_a_u").alias("_a")
+        F.count(F.lit(1)).alias("n_users"),
+        exact_sum("_a_u").alias("_a"),
+        exact_sum(unscaled * unscaled).alias("_dd"),
     )
     scale = F.col("n_users") / (F.lit(2.0) * F.col("_a"))
-    z = scale * (F.col("_signed") - F.col("_a_u") * F.col("_s"))
-    spread = (
-        per_user.join(F.broadcast(totals), on=list(by))
-        .select(*by, "n_users", z.alias("_z"))
-        .groupBy(*by, "n_users")
-        .agg(exact_sum(F.col("_z") * F.col("_z")).alias("_zz"))
-        .select(*by, "n_users", _deviation(F.col("_zz"), F.col("n_users")).alias("std"))
+    spread = totals.select(
+        *by, "n_users", (scale * _deviation(F.col("_dd"), F.col("n_users"))).alias("std")
     )
     return gaps.join(F.broadcast(spread), on=list(by)).select(*by, EXPOSURE_GAP, "n_users", "std")

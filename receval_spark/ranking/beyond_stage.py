@@ -35,7 +35,7 @@ from receval_spark.metrics.per_user import ACLT, APLT, per_user_beyond
 from receval_spark.ranking.accuracy_stage import macro_rows
 from receval_spark.ranking.custom_stage import ItemTables, custom_group_rows
 from receval_spark.ranking.fairness_stage import list_metrics
-from receval_spark.ranking.models.als import als_item_embeddings
+from receval_spark.ranking.models.als import memoized_item_embeddings
 from receval_spark.ranking.models.popularity import popularity_ranks
 from receval_spark.ranking.population import Population
 from receval_spark.results import MetricRow, metric_row
@@ -134,7 +134,9 @@ def beyond_accuracy(
         units=vectors.units,
         head=head_items(population, settings),
     )
-    segmented = ranked.join(population.segments, on=USER)
+    # the lists with their users' segments: read by the exposure, the group metrics and the
+    # custom group metrics (joined once, not once per reader)
+    segmented = persist(ranked.join(population.segments, on=USER))
     more = list_metrics(
         ranked,
         population,
@@ -361,7 +363,7 @@ def item_vectors(
         return ItemVectors(persist(unit_vectors(vectors)), source, None)
     if needed and source == "als" and history_rows > 0:  # a given split may have no train
         params = embeddings.als_params(history_rows)
-        factors = als_item_embeddings(history, params=params)
+        factors = memoized_item_embeddings(history, params=params)  # kept: small
         return ItemVectors(persist(unit_vectors(factors)), source, params.blocks)
     return ItemVectors(None, source, None)
 

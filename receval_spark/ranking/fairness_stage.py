@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from receval_spark.cache import persist
 from receval_spark.columns import ITEM, RANK, USER
 from receval_spark.config import EvaluationConfig
 from receval_spark.metadata_inputs import UNASSIGNED
@@ -100,15 +101,19 @@ def _exposure(
         groups = item_groups(segments=item_segments)
     else:
         default, groups = TAIL, item_groups(head=population.head_items())
-    targets = catalogue_targets(catalogue, groups, default=default)
-    attended = group_attention(lists, groups, keys=KEYS, ks=settings.k, default=default)
+    # both read several times by awrf and exposure_gap (unpersisted, the plan holds the
+    # attention aggregate seven times): a small table and a per-list one
+    targets = persist(catalogue_targets(catalogue, groups, default=default))
+    attended = persist(
+        group_attention(lists, groups, keys=KEYS, ks=settings.k, default=default)
+    )
     per_user = None
     if AWRF in settings.metrics:
         values = awrf(attended, targets, keys=KEYS)
         per_user = to_long(values, metrics=[AWRF], keys=[*KEYS, "k"])
     rows = []
     if EXPOSURE_GAP in settings.metrics:
-        segmented = attended.join(population.segments, on=USER)
+        segmented = persist(attended.join(population.segments, on=USER))  # read three times
         gaps = exposure_gap(segmented, targets, by=["model", "segment"])
         rows = [
             metric_row(r)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from helpers import beyond_metric
 from pyspark.sql import functions as F
@@ -56,3 +57,31 @@ def test_als_renumbers_string_ids(spark):
     vectors = als_item_embeddings(history, params=params)
 
     assert sorted(r.item_id for r in vectors.collect()) == ["i0", "i1", "i2", "i3", "i4"]
+
+
+def test_the_item_embeddings_are_fitted_once_per_session_for_the_same_rows(spark):
+    """A notebook's second evaluation on the same train rows reuses the fit; other rows (even
+    one more), other params or the rows in another order/partitioning decide anew: the same
+    rows in any order are the same fit, anything else is a new one."""
+    from receval_spark.ranking.models.als import memoized_item_embeddings
+
+    rows = [(u, i) for u in range(1, 7) for i in range(10, 10 + u)]
+    history = spark.createDataFrame(rows, "user_id int, item_id int")
+    params = AlsParams(
+        rank=3, max_iter=3, reg_param=0.1, alpha=5.0, implicit=True, blocks=2, seed=1
+    )
+
+    first = memoized_item_embeddings(history, params=params)
+    shuffled = spark.createDataFrame(list(reversed(rows)), "user_id int, item_id int")
+    assert memoized_item_embeddings(shuffled.repartition(3), params=params) is first
+
+    more = spark.createDataFrame([*rows, (1, 99)], "user_id int, item_id int")
+    refit = memoized_item_embeddings(more, params=params)
+    assert refit is not first
+    assert 99 not in {r.item_id for r in first.collect()}  # the kept fit is unchanged
+    assert 99 in {r.item_id for r in refit.collect()}
+    other = memoized_item_embeddings(more, params=replace(params, seed=2))
+    assert other is not refit
+
+    fresh = {r.item_id: r.embedding for r in als_item_embeddings(more, params=params).collect()}
+    assert {r.item_id: r.embedding for r in refit.collect()} == fresh  # equal to a new fit

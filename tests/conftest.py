@@ -25,7 +25,7 @@ from helpers import (
     sql_conf,
 )
 from jvm_archive import archive_path, jvm_options, start_build
-from storage import LocalFolder, ReportRoot, S3Server
+from storage import LocalFolder, ReportRoot, S3Server, storages
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -209,13 +209,7 @@ def spark(viewfs_mount, s3a_conf):
     session.stop()
 
 
-@pytest.fixture(
-    params=[
-        "file",
-        pytest.param("viewfs", marks=pytest.mark.viewfs),
-        pytest.param("s3a", marks=pytest.mark.s3a),
-    ]
-)
+@pytest.fixture(params=storages("file", "viewfs", "s3a"))
 def report_root(request, tmp_path, viewfs_mount, s3_server, s3a_conf) -> ReportRoot:
     """An empty output root on ``file://``, ``viewfs://`` and ``s3a://`` (a prefix of the
     tests' bucket), one test each; the s3a one skips, with the reason, without its jars."""

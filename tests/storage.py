@@ -14,9 +14,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 # static credentials of the local test server; nothing else accepts them
 ACCESS_KEY, SECRET_KEY, REGION = "receval-test", "receval-test-secret", "us-east-1"
 BUCKET = "receval-lake"
+
+
+def storages(*names: str) -> list[Any]:
+    """``report_root`` parameters for these storages (file, viewfs, s3a), each but file with
+    its marker (slow tier)."""
+    return [
+        name if name == "file" else pytest.param(name, marks=getattr(pytest.mark, name), id=name)
+        for name in names
+    ]
 
 
 @dataclass(frozen=True)

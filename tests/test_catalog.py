@@ -1,5 +1,6 @@
 """Report tables in a real Hive metastore (Derby, shipped with pyspark) and SQL over JDBC
-through the Spark Thrift Server, as BI tools read them; the reports on ``viewfs://``.
+through the Spark Thrift Server, as BI tools read them; the reports on ``viewfs://`` and on
+``s3a://`` (the tables' locations in the tests' bucket).
 
 Two nightly runs, a re-run of the first date and a run killed after its begin event, each a
 ``receval evaluate`` process with ``output.catalog``; then a Thrift Server over the same
@@ -15,12 +16,14 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pyspark
 import pytest
 import yaml
 from helpers import (
+    ReportRoot,
     crafted_job_config,
     crafted_log,
     explain,
@@ -32,6 +35,7 @@ from helpers import (
     run,
     stop_group,
 )
+from storage import storages
 
 pytestmark = [pytest.mark.integration, pytest.mark.metastore]
 
@@ -48,9 +52,9 @@ for config in sys.argv[1:]:
 """
 
 
-def metastore_conf(tmp: Path, viewfs_link: str) -> dict[str, str]:
-    """A Hive catalog in ``tmp``: Derby database, warehouse, and the viewfs mount."""
-    link, target = viewfs_link.split("=", 1)
+def metastore_conf(tmp: Path, storage: Mapping[str, str]) -> dict[str, str]:
+    """A Hive catalog in ``tmp``: Derby database, warehouse, and the reports' ``storage``
+    settings."""
     return {
         "spark.sql.catalogImplementation": "hive",
         "spark.sql.warehouse.dir": (tmp / "warehouse").as_uri(),
@@ -58,7 +62,7 @@ def metastore_conf(tmp: Path, viewfs_link: str) -> dict[str, str]:
             f"jdbc:derby:;databaseName={tmp / 'metastore_db'};create=true"
         ),
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={tmp}",
-        link: target,
+        **storage,
     }
 
 
@@ -95,13 +99,15 @@ def beeline(port: int, queries: list[str]) -> list[list[dict[str, str]]]:
     ]
 
 
-def test_tables_in_the_metastore_answer_sql_over_jdbc(spark, tmp_path, viewfs_mount) -> None:
-    name = "catalog-test"
-    output, local = f"viewfs://receval/lake/{name}", viewfs_mount[1] / name
+@pytest.mark.parametrize("report_root", storages("viewfs", "s3a"), indirect=True)
+def test_tables_in_the_metastore_answer_sql_over_jdbc(
+    spark, tmp_path, report_root: ReportRoot
+) -> None:
+    output = report_root.uri
     raw = crafted_job_config(
         tmp_path, crafted_log(reconsumed=False), [{"name": "popularity", "kind": "popularity"}]
     )
-    conf = metastore_conf(tmp_path, viewfs_mount[0])
+    conf = metastore_conf(tmp_path, report_root.conf)
     raw["spark"]["conf"] = {"spark.sql.shuffle.partitions": 2, "spark.ui.enabled": False, **conf}
     raw["output"] = {"path": output, "catalog": {"database": "receval", "prefix": "nightly_"}}
     config = tmp_path / "job.yaml"
@@ -118,7 +124,7 @@ def test_tables_in_the_metastore_answer_sql_over_jdbc(spark, tmp_path, viewfs_mo
     proc = run([sys.executable, "-c", NIGHTS, *map(str, nights)])
     assert proc.returncode == 0, explain(proc)
     job(DATES[1])
-    kill_at_event(config, local / "_commits" / "events", "begin")  # a killed run changes no table
+    kill_at_event(config, report_root, "begin")  # a killed run changes no table
 
     committed = {
         (dataset, date): read(spark, output, dataset, date).toPandas()

@@ -9,6 +9,7 @@ says so.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -24,6 +25,7 @@ from helpers import (
     read,
     start_evaluate,
 )
+from storage import storages
 
 from receval_spark.cli import main
 
@@ -32,11 +34,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.fault]
 DATE = "2024-02-01"
 DATASETS = ("metrics", "long_tail", "runs")
 HOLDER = """
-import sys, time
+import json, sys
 from pyspark.sql import SparkSession
 from receval_spark import commit
-spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").config(
-    sys.argv[2], sys.argv[3]).getOrCreate()
+builder = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+for key, value in json.loads(sys.argv[2]).items():
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
 with commit.Lease(spark, sys.argv[1], run_id="holder", run_date="2024-02-01",
               datasets=("metrics",), lease_seconds=600):
     print("holding", flush=True)
@@ -44,15 +48,14 @@ with commit.Lease(spark, sys.argv[1], run_id="holder", run_date="2024-02-01",
 """
 
 
-def job_config(tmp_path, root: ReportRoot, viewfs_link: str):
+def job_config(tmp_path, root: ReportRoot):
     raw = crafted_job_config(
         tmp_path, crafted_log(reconsumed=False), [{"name": "popularity", "kind": "popularity"}]
     )
-    link, target = viewfs_link.split("=", 1)
     raw["spark"]["conf"] = {
         "spark.sql.shuffle.partitions": 2,
         "spark.ui.enabled": False,
-        link: target,
+        **root.conf,
     }
     raw["output"]["path"] = root.uri
     raw["run"]["date"] = DATE
@@ -65,14 +68,13 @@ def evaluate(config) -> subprocess.Popen[str]:
     return start_evaluate(config, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-@pytest.mark.parametrize("report_root", ["viewfs"], indirect=True)
+@pytest.mark.parametrize("report_root", storages("viewfs", "s3a"), indirect=True)
 def test_a_job_fails_naming_the_writer_that_holds_the_output(
-    spark, tmp_path, report_root: ReportRoot, viewfs_mount
+    spark, tmp_path, report_root: ReportRoot
 ) -> None:
-    config = job_config(tmp_path, report_root, viewfs_mount[0])
-    link, target = viewfs_mount[0].split("=", 1)
+    config = job_config(tmp_path, report_root)
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, report_root.uri, link, target],
+        [sys.executable, "-c", HOLDER, report_root.uri, json.dumps(dict(report_root.conf))],
         cwd=REPO,
         env=job_env(),
         stdin=subprocess.PIPE,
@@ -86,7 +88,7 @@ def test_a_job_fails_naming_the_writer_that_holds_the_output(
         lines = [line for line in err.splitlines() if line.startswith("error:")]
         assert blocked.returncode == 2, f"{out}\n{err}"
         assert len(lines) == 1 and "run holder" in lines[0] and "one writer at a time" in lines[0]
-        assert not list(report_root.local.glob("*/run_date=*/run=*/*.parquet"))
+        assert not report_root.files("*/run_date=*/run=*/*.parquet")
     finally:
         assert holder.stdin is not None
         holder.stdin.write("\n")
@@ -97,11 +99,9 @@ def test_a_job_fails_naming_the_writer_that_holds_the_output(
     assert len({read(spark, report_root.uri, d, DATE).first().run_id for d in DATASETS}) == 1
 
 
-@pytest.mark.parametrize("report_root", ["file"], indirect=True)
-def test_two_jobs_at_once_never_mix_a_date(
-    spark, tmp_path, report_root: ReportRoot, viewfs_mount
-) -> None:
-    config = job_config(tmp_path, report_root, viewfs_mount[0])
+@pytest.mark.parametrize("report_root", storages("file", "s3a"), indirect=True)
+def test_two_jobs_at_once_never_mix_a_date(spark, tmp_path, report_root: ReportRoot) -> None:
+    config = job_config(tmp_path, report_root)
     jobs = [evaluate(config), evaluate(config)]
     results = [(job, *job.communicate(timeout=900)) for job in jobs]
     codes = sorted(job.returncode for job, _, _ in results)

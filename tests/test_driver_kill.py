@@ -1,5 +1,5 @@
 """Fault: the driver killed (SIGKILL, job process group) while it writes the reports, on
-``file://`` and on ``viewfs://``.
+``file://``, ``viewfs://`` and ``s3a://`` (an object store: no rename of folders).
 
 Three committed run dates exist; a re-run of the middle date is killed as soon as its ``begin``
 event appears in the commit log (while Spark writes its datasets), or as soon as its ``commit``
@@ -33,29 +33,29 @@ def run_of(spark, root: ReportRoot, dataset: str, date: str) -> str:
 
 
 def files_of(root: ReportRoot, date: str) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(root.local)): p.read_bytes()
-        for p in sorted(root.local.glob(f"*/run_date={date}/**/*"))
-        if p.is_file()
-    }
+    return root.files(f"*/run_date={date}/**")
 
 
 @pytest.mark.parametrize(
     ("report_root", "kill_after"),
-    [("file", "begin"), ("viewfs", "commit")],
+    [
+        ("file", "begin"),
+        ("viewfs", "commit"),
+        pytest.param("s3a", "begin", marks=pytest.mark.s3a, id="s3a-begin"),
+        pytest.param("s3a", "commit", marks=pytest.mark.s3a, id="s3a-commit"),
+    ],
     indirect=["report_root"],
 )
 def test_driver_killed_while_writing_reports_loses_nothing(
-    spark, tmp_path, report_root: ReportRoot, viewfs_mount, kill_after: str
+    spark, tmp_path, report_root: ReportRoot, kill_after: str
 ) -> None:
     raw = crafted_job_config(
         tmp_path, crafted_log(reconsumed=False), [{"name": "popularity", "kind": "popularity"}]
     )
-    link, target = viewfs_mount[0].split("=", 1)
     raw["spark"]["conf"] = {
         "spark.sql.shuffle.partitions": 2,
         "spark.ui.enabled": False,
-        link: target,
+        **report_root.conf,
     }
     raw["output"]["path"] = report_root.uri
     config = tmp_path / "job.yaml"
@@ -72,7 +72,7 @@ def test_driver_killed_while_writing_reports_loses_nothing(
     others_before = {d: files_of(report_root, d) for d in DATES if d != KILLED}
 
     write_config(KILLED)
-    event = kill_at_event(config, report_root.local / "_commits" / "events", kill_after)
+    event = kill_at_event(config, report_root, kill_after)
     killed_run = event.split(".")[0]
     print(f"killed after {event}")
 
@@ -94,7 +94,7 @@ def test_driver_killed_while_writing_reports_loses_nothing(
     # the killed run's and the superseded runs' folders of the date hold no data any more
     leftover = [
         p
-        for p in report_root.local.glob(f"*/run_date={KILLED}/run=*/*.parquet")
-        if f"run={rerun}" not in str(p)
+        for p in report_root.files(f"*/run_date={KILLED}/run=*/*.parquet")
+        if f"run={rerun}" not in p
     ]
     assert not leftover

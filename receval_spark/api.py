@@ -20,10 +20,10 @@ from receval_spark.cache import tracking_cache
 from receval_spark.commit import (
     REPORT_DATASETS,
     commit_datasets,
-    read_committed,
     read_log,
     report_root,
 )
+from receval_spark.committed import read_as_of, read_committed
 from receval_spark.config import JobConfig, SessionJobConfig
 from receval_spark.config_files import check_output_path
 from receval_spark.errors import ConfigError, InputError
@@ -247,6 +247,7 @@ def _commit(
         run_id=evaluation.run_id,
         lease_seconds=config.output.lease_seconds,
         catalog=config.output.catalog,
+        table_format=config.output.format,
     )
     return tuple(tables)
 
@@ -258,21 +259,27 @@ def read_reports(
     dataset: str,
     dates: str | dt.date | list[str | dt.date] | None = None,
     before: str | dt.date | None = None,
+    as_of: str | None = None,
 ) -> DataFrame:
     """The committed rows of one report dataset at ``output`` (every run date, only
     ``dates``, or only the dates before ``before``), with a string ``run_date`` column, read
     through Spark: for each run date, exactly the rows of the run that committed it last (no
-    rows for a dataset that run did not write). An output without any commit is an
-    InputError."""
+    rows for a dataset that run did not write). ``as_of``: a run id; the rows readers saw
+    right after that run committed, read from the table versions its commit recorded (time
+    travel; Delta and Iceberg outputs only, docs/tables.md#time-travel). An output without
+    any commit is an InputError."""
     if dataset not in REPORT_DATASETS:
         raise ConfigError(
             f"dataset: {dataset!r} is not a report dataset; use one of {list(REPORT_DATASETS)}"
         )
-    if not read_log(spark, report_root(output)):
+    events = read_log(spark, report_root(output))
+    if not events:
         raise InputError(
             f"output: no committed reports under {output}; point it at the output.path of a "
             "job that has run"
         )
+    if as_of is not None:
+        return read_as_of(spark, output, dataset, events, run_id=as_of)
     return _committed(spark, output, dataset, dates=dates, before=before)
 
 

@@ -16,6 +16,10 @@ One writer at a time: a writer holds a lease on the root (``begin`` and ``heartb
 a writer that finds another live lease fails with WriterConflict naming it, and a lease whose
 heartbeats stopped (a killed driver) lapses. After its commit a writer empties the folders of
 superseded and abandoned runs (``discard`` events). Other dates are never touched.
+
+With ``output.format`` delta or iceberg, each dataset is one table instead (log and lease
+alike; receval_spark.tables): runs append, commits record the versions holding their rows,
+the clean-up deletes superseded and abandoned runs' rows (docs/tables.md).
 """
 
 from __future__ import annotations
@@ -27,16 +31,16 @@ import os
 import socket
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from receval_spark import tables as lake
 from receval_spark.catalog import register_tables
 from receval_spark.config import CatalogConfig
-from receval_spark.errors import InputError
+from receval_spark.errors import ConfigError, InputError
 from receval_spark.io import to_uri
 
 REPORT_DATASETS = (
@@ -59,6 +63,10 @@ LOG_SCHEMA = T.StructType(
         T.StructField("datasets", T.ArrayType(T.StringType(), False), False),
         T.StructField("at", T.TimestampType(), False),
         T.StructField("owner", T.StringType(), False),
+        # table formats: dataset -> table, and a commit's table versions (null: Parquet)
+        T.StructField("format", T.StringType(), True),
+        T.StructField("tables", T.MapType(T.StringType(), T.StringType(), False), True),
+        T.StructField("versions", T.MapType(T.StringType(), T.LongType(), False), True),
     ]
 )
 RUN_PARTITION = "run"
@@ -77,6 +85,9 @@ class LogEvent:
     datasets: tuple[str, ...]
     at: dt.datetime
     owner: str
+    format: str = "parquet"
+    tables: Mapping[str, str] = field(default_factory=dict)
+    versions: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -92,6 +103,9 @@ class RunState:
     committed: dt.datetime | None
     ended: bool
     discarded: bool
+    format: str = "parquet"
+    tables: Mapping[str, str] = field(default_factory=dict)  # dataset -> table (formats)
+    versions: Mapping[str, int] = field(default_factory=dict)  # dataset -> table version
 
     def live(self, now: dt.datetime, lease_seconds: float) -> bool:
         """Holding the lease: not ended, and seen within the lease (a driver on this host
@@ -138,6 +152,9 @@ def read_log(spark: SparkSession, root: str) -> list[LogEvent]:
             datasets=tuple(r.datasets),
             at=_utc(r.at),
             owner=r.owner,
+            format=r.format or "parquet",
+            tables=r.tables or {},
+            versions=r.versions or {},
         )
         for r in rows
     ]
@@ -152,7 +169,7 @@ def run_states(events: Sequence[LogEvent]) -> dict[str, RunState]:
     for run_id, own in by_run.items():
         begins = [e for e in own if e.event == "begin"] or own
         first = min(begins, key=lambda e: e.at)
-        commits = [e.at for e in own if e.event == "commit"]
+        commits = sorted((e for e in own if e.event == "commit"), key=lambda e: e.at)
         states[run_id] = RunState(
             run_id=run_id,
             run_date=first.run_date,
@@ -160,9 +177,12 @@ def run_states(events: Sequence[LogEvent]) -> dict[str, RunState]:
             began=first.at,
             last_seen=max(e.at for e in own),
             owner=first.owner,
-            committed=max(commits) if commits else None,
+            committed=commits[-1].at if commits else None,
             ended=any(e.event == "end" for e in own),
             discarded=any(e.event == "discard" for e in own),
+            format=first.format,
+            tables=first.tables,
+            versions=commits[-1].versions if commits else {},
         )
     return states
 
@@ -178,57 +198,6 @@ def committed_runs(events: Sequence[LogEvent]) -> dict[str, RunState]:
         if best is None or (state.committed, state.run_id) > (best.committed, best.run_id):
             latest[state.run_date] = state
     return latest
-
-
-def committed_paths(
-    spark: SparkSession,
-    output_path: str,
-    dataset: str,
-    dates: Sequence[str] | None = None,
-    *,
-    committed: Mapping[str, RunState] | None = None,
-) -> list[str]:
-    """The folders of ``dataset`` that readers see: one per committed run date (of ``dates``);
-    ``committed`` (:func:`committed_runs`) saves reading the log again."""
-    root = report_root(output_path)
-    if committed is None:
-        committed = committed_runs(read_log(spark, root))
-    return [
-        run_folder(root, dataset, date, state.run_id)
-        for date, state in sorted(committed.items())
-        if dataset in state.datasets and (dates is None or date in dates)
-    ]
-
-
-def read_committed(
-    spark: SparkSession,
-    output_path: str,
-    dataset: str,
-    *,
-    schema: T.StructType,
-    dates: Sequence[str] | None = None,
-    committed: Mapping[str, RunState] | None = None,
-) -> DataFrame:
-    """The committed rows of one report dataset (every run date, or ``dates``), with a string
-    ``run_date`` column; no rows (in ``schema``) when nothing is committed; a column of
-    ``schema`` that no file read has is null."""
-    root = report_root(output_path)
-    paths = committed_paths(spark, output_path, dataset, dates, committed=committed)
-    if not paths:
-        empty = spark.createDataFrame([], schema)
-        return empty.withColumn("run_date", F.lit(None).cast("string"))
-    rows = (
-        spark.read.option("basePath", f"{root}/{dataset}")
-        .option("mergeSchema", "true")
-        .parquet(*paths)
-        .drop(RUN_PARTITION)
-    )
-    # columns added since some of these dates were written read as null there
-    missing = {f.name: F.lit(None).cast(f.dataType) for f in schema.fields}
-    missing = {name: value for name, value in missing.items() if name not in rows.columns}
-    if missing:  # Spark Connect refuses an empty withColumns
-        rows = rows.withColumns(missing)
-    return rows.withColumn("run_date", F.col("run_date").cast("string"))
 
 
 def committed_folders(
@@ -253,15 +222,20 @@ def commit_datasets(
     run_id: str,
     lease_seconds: float = DEFAULT_LEASE_SECONDS,
     catalog: CatalogConfig | None = None,
+    table_format: str = "parquet",
 ) -> None:
-    """Write the report datasets of ``run_date`` and commit them together (module doc); then
-    empty the folders of superseded and abandoned runs and point the catalog tables (when
-    ``catalog``) at the committed runs."""
+    """Write the report datasets of ``run_date`` (Parquet folders, or appended to the tables of
+    ``table_format``) and commit them together (module doc); then remove the rows of superseded
+    and abandoned runs and point the catalog tables (when ``catalog``) at the committed runs."""
     unknown = set(tables) - set(REPORT_DATASETS)
     if unknown:
         raise ValueError(f"unknown report datasets {sorted(unknown)}")
     root = report_root(output_path)
     spark = next(iter(tables.values())).sparkSession
+    locations: dict[str, str] = {}
+    if table_format != "parquet":
+        lake.require_format(spark, table_format, catalog)
+        locations = lake.table_locations(root, table_format, catalog, tables)
     with Lease(
         spark,
         root,
@@ -269,20 +243,30 @@ def commit_datasets(
         run_date=run_date,
         datasets=tuple(tables),
         lease_seconds=lease_seconds,
+        table_format=table_format,
+        tables=locations,
     ) as lease:
         try:
-            for name, table in tables.items():
-                table.write.mode("overwrite").parquet(run_folder(root, name, run_date, run_id))
-            lease.commit()
+            if locations:
+                versions = lake.append_run(
+                    tables, locations, table_format=table_format, run_date=run_date
+                )
+            else:
+                versions = {}
+                for name, table in tables.items():
+                    table.write.mode("overwrite").parquet(run_folder(root, name, run_date, run_id))
+            lease.commit(versions)
         except BaseException:
             lease.abandon()
             raise
         events = read_log(spark, root)
         discard_superseded(spark, root, events, lease_seconds=lease_seconds, own=run_id)
-        if catalog is not None:
+        if catalog is not None and table_format == "parquet":
             schemas = {name: frame.schema for name, frame in tables.items()}
             folders = committed_folders(root, committed_runs(events), tables)
             register_tables(spark, root, catalog, schemas, folders)
+        elif catalog is not None and table_format == "delta":
+            lake.register_delta(spark, locations, catalog)
 
 
 class Lease:
@@ -302,9 +286,12 @@ class Lease:
         run_date: str,
         datasets: tuple[str, ...],
         lease_seconds: float,
+        table_format: str = "parquet",
+        tables: Mapping[str, str] | None = None,
     ) -> None:
         self.spark, self.root, self.run_id = spark, root, run_id
         self.run_date, self.datasets, self.lease_seconds = run_date, datasets, lease_seconds
+        self.format, self.tables = table_format, dict(tables or {})
         self._sequence = itertools.count()
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
@@ -326,23 +313,29 @@ class Lease:
             self._heartbeat.join()
         self._append("end")
 
-    def commit(self) -> None:
-        """Make the run date read from this run: the one event of the commit."""
+    def commit(self, versions: Mapping[str, int] | None = None) -> None:
+        """Make the run date read from this run: the one event of the commit (with a table
+        format's ``versions`` that hold the run's rows)."""
         self._check()
-        self._append("commit")
+        self._append("commit", versions or {})
 
     def abandon(self) -> None:
-        """After a failed write: empty what this run wrote (best effort; a later writer
+        """After a failed write: remove what this run wrote (best effort; a later writer
         discards whatever is left)."""
         with contextlib.suppress(Exception):
             self._append("discard")
-            for name in self.datasets:
-                empty_folder(self.spark, run_folder(self.root, name, self.run_date, self.run_id))
+            remove_rows(self.spark, self.root, [self._event("discard", {})])
 
     def _check(self) -> None:
         now = _now()
         states = run_states(read_log(self.spark, self.root))
         own = states[self.run_id]
+        formats = {s.format for s in states.values()} - {self.format}
+        if formats:
+            raise ConfigError(
+                f"output.format: {self.root} holds reports in format {sorted(formats)[0]}, not "
+                f"{self.format}; write {self.format} reports to a new output.path"
+            )
         if own.discarded:
             raise WriterConflict(
                 f"output.path: run {self.run_id} was given up on as dead by another writer of "
@@ -365,19 +358,25 @@ class Lease:
             with contextlib.suppress(Exception):  # a missed beat only shortens the lease
                 self._append("heartbeat")
 
-    def _append(self, event: str) -> None:
+    def _append(self, event: str, versions: Mapping[str, int] | None = None) -> None:
         append_event(
             self.spark,
             self.root,
-            LogEvent(
-                run_id=self.run_id,
-                event=event,
-                run_date=self.run_date,
-                datasets=self.datasets,
-                at=_now(),
-                owner=OWNER,
-            ),
+            self._event(event, versions or {}),
             tag=f"{next(self._sequence):05d}",
+        )
+
+    def _event(self, event: str, versions: Mapping[str, int]) -> LogEvent:
+        return LogEvent(
+            run_id=self.run_id,
+            event=event,
+            run_date=self.run_date,
+            datasets=self.datasets,
+            at=_now(),
+            owner=OWNER,
+            format=self.format,
+            tables=self.tables,
+            versions=versions,
         )
 
 
@@ -403,7 +402,11 @@ def _held(other: RunState, root: str, lease_seconds: float) -> WriterConflict:
 def append_event(spark: SparkSession, root: str, event: LogEvent, *, tag: str) -> None:
     """Add one event to the log as its own small Parquet folder ``<run>.<tag>.<event>``
     (written by Spark; its file appears whole when Spark's commit moves it into place)."""
-    row = (event.run_id, event.event, event.run_date, list(event.datasets), event.at, event.owner)
+    table = event.format != "parquet"
+    row = (
+        *(event.run_id, event.event, event.run_date, list(event.datasets), event.at, event.owner),
+        *((event.format, dict(event.tables), dict(event.versions)) if table else (None,) * 3),
+    )
     folder = f"{root}/{LOG}/{event.run_id}.{tag}.{event.event}"
     spark.createDataFrame([row], LOG_SCHEMA).coalesce(1).write.mode("error").parquet(folder)
 
@@ -416,13 +419,13 @@ def discard_superseded(
     lease_seconds: float,
     own: str,
 ) -> list[str]:
-    """Empty the folders of every run that readers no longer see and that holds no lease:
+    """Remove the rows of every run that readers no longer see and that holds no lease:
     runs superseded by a later commit of their date, and runs that never committed (killed or
     failed). A ``discard`` event goes first, so a run that was only slow finds it and refuses
     to commit. Returns the discarded run ids."""
     now = _now()
     visible = {state.run_id for state in committed_runs(events).values()}
-    discarded = []
+    discarded: list[LogEvent] = []
     for state in sorted(run_states(events).values(), key=lambda s: s.began):
         if (
             state.run_id == own
@@ -431,16 +434,35 @@ def discard_superseded(
             or state.live(now, lease_seconds)
         ):
             continue
-        append_event(
-            spark,
-            root,
-            LogEvent(state.run_id, "discard", state.run_date, state.datasets, now, OWNER),
-            tag=f"by-{own}",
+        discard = LogEvent(
+            state.run_id,
+            "discard",
+            state.run_date,
+            state.datasets,
+            now,
+            OWNER,
+            format=state.format,
+            tables=state.tables,
         )
-        for name in state.datasets:
-            empty_folder(spark, run_folder(root, name, state.run_date, state.run_id))
-        discarded.append(state.run_id)
-    return discarded
+        append_event(spark, root, discard, tag=f"by-{own}")
+        discarded.append(discard)
+    remove_rows(spark, root, discarded)
+    return [event.run_id for event in discarded]
+
+
+def remove_rows(spark: SparkSession, root: str, runs: Sequence[LogEvent]) -> None:
+    """Remove the rows of ``runs`` (their discard events): empty their Parquet folders, or
+    delete them from each table in one transaction of its format."""
+    doomed: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for run in runs:
+        for name in run.datasets:
+            if run.format == "parquet":
+                empty_folder(spark, run_folder(root, name, run.run_date, run.run_id))
+            else:
+                table = (run.format, run.tables[name])
+                doomed.setdefault(table, []).append((run.run_date, run.run_id))
+    for (table_format, location), pairs in sorted(doomed.items()):
+        lake.delete_runs(spark, lake.identifier(table_format, location), pairs)
 
 
 def empty_folder(spark: SparkSession, folder: str) -> None:

@@ -5,6 +5,7 @@ receval_spark.commit (docs/datasets.md)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -102,7 +103,8 @@ def read_table(spark: SparkSession, source: _FileSource, *, key: str) -> DataFra
     with reading(key, source):
         if source.table is not None:
             spark.catalog.refreshTable(source.table)
-            df = spark.read.options(**_options(source.options)).table(source.table)
+            reader = spark.read.options(**_options(source.options), **_time_travel(source))
+            df = reader.table(source.table)
         else:
             uri = to_uri(str(source.path))
             # a long-lived session (Spark Connect server, notebook) may hold a listing or
@@ -117,7 +119,7 @@ def read_table(spark: SparkSession, source: _FileSource, *, key: str) -> DataFra
                     inferSchema=True,
                     mode="FAILFAST",
                 )
-            df = reader.options(**_options(source.options)).load(uri)
+            df = reader.options(**_options(source.options), **_time_travel(source)).load(uri)
         columns = df.columns
     if not columns:
         raise InputError(
@@ -125,6 +127,22 @@ def read_table(spark: SparkSession, source: _FileSource, *, key: str) -> DataFra
             "table."
         )
     return restrict(_renamed(df, source, key=key), source, key=key)
+
+
+def _time_travel(source: _FileSource) -> dict[str, str]:
+    """The reader options of ``version`` / ``as_of``: Delta's (and Spark's, for catalog
+    tables) ``versionAsOf`` / ``timestampAsOf``, an Iceberg path's ``snapshot-id`` /
+    ``as-of-timestamp`` (epoch milliseconds)."""
+    moment = source.as_of
+    if moment is not None and moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    if source.table is None and source.format.lower() == "iceberg":
+        if moment is not None:
+            return {"as-of-timestamp": str(int(moment.timestamp() * 1000))}
+        return {} if source.version is None else {"snapshot-id": str(source.version)}
+    if moment is not None:
+        return {"timestampAsOf": moment.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")}
+    return {} if source.version is None else {"versionAsOf": str(source.version)}
 
 
 def _options(options: dict[str, str | int | float | bool]) -> dict[str, str]:

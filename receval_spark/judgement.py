@@ -24,10 +24,10 @@ from receval_spark.attribution import Segmentation, shift_share
 from receval_spark.commit import (
     RunState,
     committed_runs,
-    read_committed,
     read_log,
     report_root,
 )
+from receval_spark.committed import read_committed
 from receval_spark.config import AlertRule, RandomizationTest
 from receval_spark.metrics.compare import comparison_rows, earlier_differences, family_adjusted
 from receval_spark.results import (

@@ -33,6 +33,7 @@ from receval_spark.config import JobConfig, SessionJobConfig
 from receval_spark.io import local_path
 from receval_spark.registry import HEADLINE_METRICS
 from receval_spark.results import AttributionRow, MetricRow
+from receval_spark.tables import require_format
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,8 @@ def run_job(
     else:
         job = load_job_config(config, JobConfig)
     refuse_if_held(spark, job.output.path, lease_seconds=job.output.lease_seconds)
+    if job.output.format != "parquet":  # fail before any work, not at the commit
+        require_format(spark, job.output.format, job.output.catalog)
     if isinstance(job, SessionJobConfig):
         evaluation = evaluate_sessions(spark, job, keep_cached=True)
     else:

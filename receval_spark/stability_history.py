@@ -12,10 +12,10 @@ from pyspark.sql import SparkSession
 from receval_spark.commit import (
     RunState,
     committed_runs,
-    read_committed,
     read_log,
     report_root,
 )
+from receval_spark.committed import read_committed
 from receval_spark.metrics.stability import NightLists, stability_aggregates
 from receval_spark.results import LISTS_SCHEMA, RUNS_SCHEMA, MetricRow, metric_row
 

@@ -28,11 +28,11 @@ from receval_spark.commit import (
     WriterConflict,
     append_event,
     commit_datasets,
-    read_committed,
     read_log,
     run_folder,
     run_states,
 )
+from receval_spark.committed import read_committed
 from receval_spark.config import CatalogConfig, InteractionsSource
 from receval_spark.io import read_table, to_uri
 

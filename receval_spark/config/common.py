@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib.util
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -122,6 +122,23 @@ class OutputConfig(_Strict):
         description="Seconds a writer's lease on `output.path` lasts: a killed driver's lease "
         "lapses after this long.",
     )
+    format: Literal["parquet", "delta", "iceberg"] = Field(
+        default="parquet",
+        description="How the report datasets are stored: `parquet` (folders per run under "
+        "`path`, no extra jars), `delta` (one Delta Lake table per dataset under `path`) or "
+        "`iceberg` (one Iceberg table per dataset in the namespace `catalog.database` of an "
+        "Iceberg catalog); the commit log stays under `path` (docs/tables.md).",
+    )
+
+    @model_validator(mode="after")
+    def _iceberg_catalog(self) -> OutputConfig:
+        if self.format == "iceberg" and self.catalog is None:
+            raise ValueError(
+                "format iceberg writes catalog tables: set output.catalog.database to a "
+                "namespace of an Iceberg catalog (e.g. lake.receval, with "
+                "spark.sql.catalog.lake=org.apache.iceberg.spark.SparkCatalog)"
+            )
+        return self
 
 
 ReaderOption = str | int | float | bool
@@ -174,6 +191,34 @@ class _FileSource(_Strict):
         description="CSV without a header row (`header: false`), or any source: its columns' "
         "names, in order.",
     )
+    version: int | None = Field(
+        default=None,
+        ge=0,
+        description="Time travel (`format: delta` or `iceberg`, or a catalog table of those "
+        "formats): read the table as of this Delta version or Iceberg snapshot id, so a re-run "
+        "of a date reads the same rows; null: the current version (docs/tables.md#inputs).",
+    )
+    as_of: dt.datetime | None = Field(
+        default=None,
+        description="Time travel like `version`, by instant: the table as it was at this "
+        "ISO-8601 time (UTC unless it names a zone); null: the current version.",
+    )
+
+    @model_validator(mode="after")
+    def _time_travel(self) -> _FileSource:
+        if self.version is None and self.as_of is None:
+            return self
+        if self.version is not None and self.as_of is not None:
+            raise ValueError("give version or as_of, not both")
+        if self.table is None and self.format.lower() not in ("delta", "iceberg"):
+            raise ValueError(
+                f"version and as_of read a Delta or Iceberg table; format {self.format} has no "
+                "versions (set format: delta or iceberg, or table: for a catalog table)"
+            )
+        travel = {"versionasof", "timestampasof", "snapshot-id", "as-of-timestamp"}
+        if travel & {name.lower() for name in self.options}:
+            raise ValueError("give the version through version or as_of, not options")
+        return self
 
     @model_validator(mode="after")
     def _path_or_table(self) -> _FileSource:

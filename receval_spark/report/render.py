@@ -17,7 +17,8 @@ import pandas as pd
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from receval_spark.commit import committed_runs, read_committed, read_log, report_root
+from receval_spark.commit import committed_runs, read_log, report_root
+from receval_spark.committed import read_committed
 from receval_spark.errors import InputError
 from receval_spark.registry import SESSION_PROTOCOL
 from receval_spark.report import plots

@@ -1,0 +1,271 @@
+"""Report datasets as Delta Lake and Iceberg tables (output.format; docs/tables.md), and inputs
+read from both formats at a version, on the local filesystem with the real jars.
+
+Per format, one output through the module: three nights of a job whose interactions and
+external model are read from tables at a version (the third night at a worse version of the
+model: the alert fires), the report of the last night, a re-run of the middle night after the
+input tables moved on (the pinned versions give the same values; the tables keep one run per
+date), time travel to the reports as committed the night before; then the driver killed (a
+process, SIGKILL) in the middle of its table writes and right after its commit event, each
+followed by a reader's view and a completing re-run; then two jobs at once.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+from helpers import (
+    ReportRoot,
+    crafted_job_config,
+    crafted_log,
+    kill_at_event,
+    start_evaluate,
+    stop_group,
+)
+from storage import LocalFolder
+
+from receval_spark import read_reports, render_report, run_job
+from receval_spark.commit import REPORT_DATASETS, committed_runs, read_log, report_root
+from receval_spark.tables import identifier, latest_version
+
+pytestmark = [pytest.mark.integration, pytest.mark.fault, pytest.mark.nightly]
+
+DATES = ("2024-02-01", "2024-02-02", "2024-02-03")
+USERS = range(1, 7)
+COLUMNS = ["user_id", "item_id", "score"]
+GOOD = pd.DataFrame(
+    [(u, 100 + u, 1.0) for u in USERS] + [(u, 900, 0.5) for u in USERS], columns=COLUMNS
+)  # every user's relevant test item first
+BAD = pd.DataFrame([(u, 900 + j, 1.0 - j / 10) for u in USERS for j in range(2)], columns=COLUMNS)
+
+
+@dataclass
+class Lake:
+    """One format's output, its job (``raw``), the versions of its model's tables."""
+
+    table_format: str
+    tmp: Path
+    raw: dict[str, Any]
+    recs: dict[str, int] = field(default_factory=dict)  # good / bad -> table version
+
+    @property
+    def output(self) -> str:
+        return str(self.raw["output"]["path"])
+
+    def config(self, date: str) -> dict[str, Any]:
+        """The job of ``date``: the third night reads the bad recommendations."""
+        self.raw["run"]["date"] = date
+        self.raw["models"][1]["version"] = self.recs["bad" if date == DATES[2] else "good"]
+        return self.raw
+
+    def config_file(self, date: str) -> Path:
+        path = self.tmp / f"job-{date}.yaml"
+        path.write_text(yaml.safe_dump(self.config(date)), encoding="utf-8")
+        return path
+
+    def namespace(self, kind: str) -> str:
+        return f"lake.{kind}_{self.tmp.name.replace('-', '_')}"
+
+
+def write_input(spark, lake: Lake, name: str, rows: pd.DataFrame) -> tuple[dict[str, Any], int]:
+    """Replace the rows of the input table ``name`` (a new version): its source block (a
+    Delta path, an Iceberg catalog table) and the version holding ``rows``."""
+    frame = spark.createDataFrame(rows)
+    if lake.table_format == "delta":
+        location = str(lake.tmp / "inputs" / name)
+        frame.write.format("delta").mode("overwrite").save(location)
+        source: dict[str, Any] = {"path": location, "format": "delta"}
+    else:
+        location = f"{lake.namespace('inputs')}.{name}"
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {lake.namespace('inputs')}")
+        frame.writeTo(location).createOrReplace()
+        source = {"table": location}
+    name_sql = identifier(lake.table_format, location)
+    return source, latest_version(spark, name_sql, lake.table_format)
+
+
+@pytest.fixture(scope="module", params=["delta", "iceberg"])
+def lake(request, spark, lake_settings, tmp_path_factory) -> Lake:
+    tmp = tmp_path_factory.mktemp(request.param)
+    raw = crafted_job_config(tmp, crafted_log(reconsumed=False), [])
+    lake = Lake(request.param, tmp, raw)
+    log, log_version = write_input(spark, lake, "log", crafted_log(reconsumed=False))
+    recs, lake.recs["good"] = write_input(spark, lake, "recs", GOOD)
+    _, lake.recs["bad"] = write_input(spark, lake, "recs", BAD)
+    columns = raw["data"]["interactions"]["columns"]
+    raw["data"]["interactions"] = {**log, "version": log_version, "columns": columns}
+    external = {"user": "user_id", "item": "item_id", "score": "score"}
+    raw["models"] = [
+        {"name": "popularity", "kind": "popularity"},
+        {"name": "ext", "kind": "external", **recs, "columns": external},
+    ]
+    rule = {"metric": "ndcg", "k": 2, "max_relative_drop": 0.05, "window": 2}
+    raw["evaluation"]["alerts"] = [rule]
+    raw["output"] = {"path": str(tmp / "reports"), "format": lake.table_format, "lists": True}
+    if lake.table_format == "iceberg":
+        raw["output"]["catalog"] = {"database": lake.namespace("reports")}
+    raw["spark"] = {"master": "local[1]", "class_archive": False, "conf": lake_settings}
+    return lake
+
+
+def view(spark, lake: Lake) -> dict[tuple[str, str], list[str]]:
+    """What a reader sees: (dataset, date) -> its rows (as text, sorted)."""
+    seen: dict[tuple[str, str], list[str]] = {}
+    for dataset in REPORT_DATASETS:
+        for row in read_reports(spark, lake.output, dataset=dataset).collect():
+            seen.setdefault((dataset, row["run_date"]), []).append(repr(tuple(row)))
+    return {key: sorted(rows) for key, rows in seen.items()}
+
+
+def values(rows: list[str], run_id: str) -> list[str]:
+    """Rows as text without their run id: what two runs of the same input share."""
+    return sorted(row.replace(run_id, "<run>") for row in rows)
+
+
+def committed(spark, lake: Lake) -> dict[str, str]:
+    return {
+        d: s.run_id for d, s in committed_runs(read_log(spark, report_root(lake.output))).items()
+    }
+
+
+def table_runs(spark, lake: Lake, dataset: str) -> set[tuple[str, str]]:
+    """(run_date, run_id) of every row the dataset's table holds, committed or not."""
+    state = next(iter(committed_runs(read_log(spark, report_root(lake.output))).values()))
+    name = identifier(lake.table_format, state.tables[dataset])
+    rows = spark.sql(f"SELECT DISTINCT run_date, run_id FROM {name}").collect()
+    return {(r.run_date, r.run_id) for r in rows}
+
+
+def assert_one_run_per_date(spark, lake: Lake) -> None:
+    """Readers see one run per date in every dataset, and the tables hold nothing else."""
+    runs = committed(spark, lake)
+    for (dataset, date), rows in view(spark, lake).items():
+        assert all(runs[date] in row for row in rows), (dataset, date)
+    for dataset in ("metrics", "lists", "runs"):
+        assert table_runs(spark, lake, dataset) == set(runs.items()), dataset
+
+
+def test_three_nights_a_rerun_and_time_travel(spark, lake: Lake) -> None:
+    done = {date: run_job(spark, lake.config(date)) for date in DATES}
+    assert [done[d].commit.judgement.status for d in DATES] == [
+        "succeeded",
+        "succeeded",
+        "regressed",
+    ]
+    assert any("ext" in alert for alert in done[DATES[2]].commit.judgement.alerts)
+    stability = read_reports(spark, lake.output, dataset="metrics", dates=DATES[1])
+    assert stability.filter("metric = 'stability_rbo'").count() > 0  # last night's lists read
+    html = render_report(spark, lake.output, date=DATES[2]).read_text(encoding="utf-8")
+    assert "ext" in html and DATES[2] in html
+    night = view(spark, lake)
+    old = done[DATES[1]].commit.run_id
+
+    write_input(spark, lake, "log", crafted_log(reconsumed=True))  # the input moves on
+    rerun = run_job(spark, lake.config(DATES[1])).commit.run_id
+    now = view(spark, lake)
+    assert {k: v for k, v in now.items() if k[1] != DATES[1]} == {
+        k: v for k, v in night.items() if k[1] != DATES[1]
+    }
+    for dataset in ("metrics", "runs", "lists"):
+        key = (dataset, DATES[1])
+        if dataset != "runs":  # the same pinned input versions: the same rows
+            assert values(now[key], rerun) == values(night[key], old), dataset
+    assert_one_run_per_date(spark, lake)
+
+    last_night = done[DATES[2]].commit.run_id  # time travel: as committed last night
+    for dataset in ("metrics", "runs"):
+        travelled = read_reports(spark, lake.output, dataset=dataset, as_of=last_night).collect()
+        assert sorted(repr(tuple(r)) for r in travelled) == sorted(
+            row for (name, _), rows in night.items() if name == dataset for row in rows
+        )
+
+
+def kill_when(config: Path, happened: Callable[[], bool], *, timeout: float = 600) -> None:
+    """Run the job as a process and SIGKILL its process group once ``happened()``."""
+    import os
+    import signal
+
+    proc = start_evaluate(
+        config, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if happened():
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=60)
+                return
+            time.sleep(0.01)
+        raise AssertionError(f"the job ended (exit {proc.poll()}) before it was to be killed")
+    finally:
+        stop_group(proc)
+
+
+def table_commits(lake: Lake, dataset: str) -> int:
+    """The number of commits of a dataset's table (its transaction log's entries)."""
+    if lake.table_format == "delta":
+        return len(list((Path(lake.output) / dataset / "_delta_log").glob("*.json")))
+    warehouse = Path(str(lake.raw["spark"]["conf"]["spark.sql.catalog.lake.warehouse"])[5:])
+    folder = warehouse / lake.namespace("reports").removeprefix("lake.") / dataset / "metadata"
+    return len(list(folder.glob("*.metadata.json")))
+
+
+def test_killed_drivers_lose_nothing(spark, lake: Lake) -> None:
+    before, runs = view(spark, lake), committed(spark, lake)
+    date = DATES[1]
+    config = lake.config_file(date)
+    appended = table_commits(lake, "metrics")
+    kill_when(config, lambda: table_commits(lake, "metrics") > appended)  # mid-write
+    assert committed(spark, lake) == runs and view(spark, lake) == before
+    leftovers = table_runs(spark, lake, "metrics") - set(runs.items())
+    assert leftovers and {d for d, _ in leftovers} == {date}  # its rows are there, unseen
+
+    root = ReportRoot(uri=Path(lake.output).as_uri(), storage=LocalFolder(Path(lake.output)))
+    killed = kill_at_event(config, root, "commit").split(".")[0]  # before its clean-up
+    after = view(spark, lake)
+    assert committed(spark, lake) == {**runs, date: killed}
+    assert {k: v for k, v in after.items() if k[1] != date} == {
+        k: v for k, v in before.items() if k[1] != date
+    }
+    for (dataset, day), rows in after.items():
+        if day == date and dataset != "runs":
+            assert values(rows, killed) == values(before[(dataset, day)], runs[date]), dataset
+
+    rerun = run_job(spark, lake.config(date)).commit.run_id  # cleans both up
+    assert committed(spark, lake) == {**runs, date: rerun}
+    assert_one_run_per_date(spark, lake)
+    final = view(spark, lake)
+    assert {k: v for k, v in final.items() if k[1] != date} == {
+        k: v for k, v in before.items() if k[1] != date
+    }
+
+
+def test_two_jobs_at_once_commit_one_run_per_date(spark, lake: Lake) -> None:
+    runs = committed(spark, lake)
+    config = lake.config_file(DATES[2])
+    jobs = [
+        start_evaluate(config, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    results = [(job, *job.communicate(timeout=900)) for job in jobs]
+    codes = sorted(job.returncode for job, _, _ in results)
+    # 3: the third night's alert fires (the reports are committed); 2: the other writer held
+    assert codes in ([2, 3], [3, 3]), [f"{o[-2000:]}\n{e[-4000:]}" for _, o, e in results]
+    for job, _, err in results:
+        if job.returncode == 2:
+            assert "one writer at a time" in err, err[-4000:]
+    now = committed(spark, lake)
+    assert {d: r for d, r in now.items() if d != DATES[2]} == {
+        d: r for d, r in runs.items() if d != DATES[2]
+    }
+    assert now[DATES[2]] != runs[DATES[2]]
+    for (dataset, day), rows in view(spark, lake).items():
+        assert all(now[day] in row for row in rows), (dataset, day)

@@ -1,0 +1,120 @@
+"""The environment of the Delta Lake and Apache Iceberg tests (tests/lake/; docs/tables.md,
+Versions): no Delta or Iceberg release runs on pyspark 4.3 yet, so they run in a second virtual
+environment, ``.venv-lake``, on pyspark 4.1 (inside the project's range) with the jars built
+for Spark 4.1 and Scala 2.13.
+
+``python tests/lake_env.py`` (``make lake``, run by ``make test-all``; ``make demo`` needs none
+of it) builds ``.venv-lake`` (the pins below, the project editable, pytest) unless it holds
+them already, and fetches the three jars once with Maven into ``$RECEVAL_JARS`` (default
+``~/.cache/receval_spark/jars``), outside the repository; nothing is fetched again when they
+are there. ``python tests/lake_env.py test`` then runs tests/lake in that environment. Where
+PyPI or Maven Central cannot be reached it says why and the tests skip with that reason."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+PYSPARK = "4.1.4"
+DELTA = "4.3.1"  # io.delta:delta-spark_2.13, built against Spark 4.1.0
+ICEBERG = "1.12.0"  # org.apache.iceberg:iceberg-spark-runtime-4.1_2.13
+ARTIFACTS = (
+    ("io.delta", "delta-spark_2.13", DELTA),
+    ("io.delta", "delta-storage", DELTA),
+    ("org.apache.iceberg", "iceberg-spark-runtime-4.1_2.13", ICEBERG),
+)
+REPO = Path(__file__).resolve().parent.parent
+VENV = REPO / ".venv-lake"
+STAMP = VENV / "receval-lake.txt"  # written last: the pins the environment holds
+PACKAGES = (f"pyspark=={PYSPARK}", "pandas>=2.2,<3", "pyarrow>=15", "pytest>=8")
+CACHE = Path(os.environ.get("RECEVAL_JARS", Path.home() / ".cache" / "receval_spark" / "jars"))
+FOLDER = CACHE / f"lake-delta-{DELTA}-iceberg-{ICEBERG}"
+NOTE = CACHE / f"{FOLDER.name}.unavailable"
+COPY = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies"
+TIMEOUT = 1800
+POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>receval</groupId><artifactId>lake-jars</artifactId><version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>{}</dependencies>
+</project>
+"""
+
+
+def jars() -> list[Path] | str:
+    """The cached jars, or why there are none (the reason the tests skip with)."""
+    found = [FOLDER / f"{artifact}-{version}.jar" for _, artifact, version in ARTIFACTS]
+    if all(jar.exists() for jar in found):
+        return found
+    why = NOTE.read_text(encoding="utf-8").strip() if NOTE.exists() else "not fetched yet"
+    return f"no Delta/Iceberg jars in {FOLDER} ({why}); `make lake` fetches them"
+
+
+def fetch_jars() -> None:
+    """The three jars (no transitive ones: Spark has the rest) from Maven Central."""
+    if isinstance(jars(), list):
+        return
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise RuntimeError("Maven is not installed (apt-get install maven)")
+    dependency = (
+        "<dependency><groupId>{}</groupId><artifactId>{}</artifactId>"
+        "<version>{}</version></dependency>"
+    )
+    with tempfile.TemporaryDirectory(prefix="receval-lake-jars-") as work:
+        pom = POM.format("".join(dependency.format(*a) for a in ARTIFACTS))
+        (Path(work) / "pom.xml").write_text(pom, encoding="utf-8")
+        partial = Path(work) / "jars"
+        proc = subprocess.run(
+            [mvn, "--batch-mode", "--quiet", COPY, "-DexcludeTransitive=true",
+             f"-DoutputDirectory={partial}"],
+            cwd=work, capture_output=True, text=True, timeout=TIMEOUT, check=False,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            errors = [line for line in proc.stdout.splitlines() if "ERROR" in line]
+            raise RuntimeError(f"Maven could not fetch the Delta/Iceberg jars: {errors[:1]}")
+        CACHE.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(FOLDER, ignore_errors=True)
+        shutil.copytree(partial, FOLDER)
+
+
+def build_venv() -> None:
+    """``.venv-lake`` with the pins and the project (editable), unless it has them."""
+    wanted = "\n".join(PACKAGES) + "\n"
+    if STAMP.exists() and STAMP.read_text(encoding="utf-8") == wanted:
+        return
+    python = VENV / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    pip = [str(python), "-m", "pip", "install", "--quiet", *PACKAGES, "-e", str(REPO)]
+    proc = subprocess.run(pip, capture_output=True, text=True, timeout=TIMEOUT, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"pip could not build {VENV}: {proc.stderr.strip()[-300:]}")
+    STAMP.write_text(wanted, encoding="utf-8")
+
+
+def main(argv: list[str]) -> int:
+    try:
+        build_venv()
+        fetch_jars()
+        NOTE.unlink(missing_ok=True)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        NOTE.write_text(f"{exc}\n", encoding="utf-8")
+        print(f"Delta/Iceberg tests will be skipped: {exc}", file=sys.stderr)
+        return 0
+    print(f"lake environment: {VENV} (pyspark {PYSPARK}), jars in {FOLDER}")
+    if argv[1:] == ["test"]:
+        pytest = [str(VENV / "bin" / "python"), "-m", "pytest", "--confcutdir=tests/lake"]
+        return subprocess.run(
+            [*pytest, "-p", "no:cacheprovider", "tests/lake"], cwd=REPO
+        ).returncode
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -82,6 +82,39 @@ def accuracy_per_user(
     metrics = [m for m in ACCURACY_METRICS if m in settings.metrics and m != AUC]
     if not metrics and not (auc and AUC in settings.metrics):
         return None
+    long = _scoped_rows(
+        ranked, population, metrics, models=models, settings=settings, item_segments=item_segments
+    )
+    if auc and AUC in settings.metrics:  # the user segments only: N_u is catalogue-wide
+        values = auc_per_user(
+            ranked,
+            truth,
+            catalogue=population.catalogue.select(ITEM),
+            seen=population.seen,
+            ks=settings.k,
+            lists=models,
+        ).join(segments, on=USER)
+        pairs = to_long(values, metrics=[AUC], keys=keys).filter(F.col("value").isNotNull())
+        long = pairs if long is None else long.unionByName(pairs)
+    assert long is not None  # some accuracy metric is wanted
+    return persist(long)
+
+
+def _scoped_rows(
+    ranked: DataFrame,
+    population: Population,
+    metrics: list[str],
+    *,
+    models: DataFrame,
+    settings: EvaluationConfig,
+    item_segments: DataFrame | None,
+) -> DataFrame | None:
+    """(model, segment, user_id, k, metric, value) of the ``metrics`` (no AUC) by user
+    segment and, with Rel(u) scoped to them, by item segment; None without ``metrics``."""
+    if not metrics:
+        return None
+    truth, segments = population.truth, population.segments
+    everyone = population.users if population.empty_truth else None
     labellings = []
     if "popularity" in settings.segments:
         labellings.append((population.popularity_segments(), "items=tail"))
@@ -96,24 +129,15 @@ def accuracy_per_user(
         f_beta=settings.f_beta,
         rbp_persistence=settings.rbp_persistence,
     )
+    if labellings:  # read twice: for the user segments' rows and the item segments'
+        scores = persist(scores)
     by_user = scores.filter(F.col("scope") == "all").drop("scope")
     if everyone is not None:
         by_user = by_user.unionByName(
             empty_truth_scores(everyone, truth, ks=settings.k, lists=models)
         )
     by_user = by_user.join(segments, on=USER)
-    by_item = scores.filter(F.col("scope") != "all").withColumnRenamed("scope", "segment")
-    long = to_long(by_user.unionByName(by_item), metrics=metrics, keys=keys) if metrics else None
-    if auc and AUC in settings.metrics:  # the user segments only: N_u is catalogue-wide
-        values = auc_per_user(
-            ranked,
-            truth,
-            catalogue=population.catalogue.select(ITEM),
-            seen=population.seen,
-            ks=settings.k,
-            lists=models,
-        ).join(segments, on=USER)
-        pairs = to_long(values, metrics=[AUC], keys=keys).filter(F.col("value").isNotNull())
-        long = pairs if long is None else long.unionByName(pairs)
-    assert long is not None  # some accuracy metric is wanted
-    return persist(long)
+    if labellings:
+        by_item = scores.filter(F.col("scope") != "all").withColumnRenamed("scope", "segment")
+        by_user = by_user.unionByName(by_item)
+    return to_long(by_user, metrics=metrics, keys=["model", "segment", USER, "k"])

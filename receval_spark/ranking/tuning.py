@@ -13,15 +13,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from receval_spark.cache import persist
-from receval_spark.columns import ITEM, USER
+from receval_spark.columns import ITEM, SCORE, USER
 from receval_spark.config.ranking_data import RelevanceConfig
 from receval_spark.config.ranking_evaluation import EvaluationConfig, TuningConfig
 from receval_spark.config.ranking_models import ModelConfig, hyperparameter_grid, hyperparameters
 from receval_spark.errors import InputError
 from receval_spark.metrics.accuracy import per_user_accuracy
-from receval_spark.metrics.aggregate import exact_mean
+from receval_spark.metrics.aggregate import exact_mean, union_all
 from receval_spark.ranking.models import fit_model
 from receval_spark.ranking.models.item_knn import item_neighbours
 from receval_spark.ranking.relevance import relevant_items
@@ -41,13 +42,44 @@ def validation_score(
     """Macro average of ``tuning.metric@tuning.k`` of ``model`` fitted on ``train`` over the
     users of the validation ``truth`` (user_id, item_id, grade); ``similar`` as in
     :func:`~receval_spark.ranking.models.fit_model`."""
-    scorer = fit_model(model, history=train, truth=truth, k=tuning.k, seen=seen, similar=similar)
+    (score,) = validation_scores(
+        [model], train=train, truth=truth, seen=seen, tuning=tuning, similar=similar
+    )
+    return score
+
+
+POINT = "_point"  # the grid point of a candidate row (its place in the grid)
+
+
+def validation_scores(
+    points: Sequence[ModelConfig],
+    *,
+    train: DataFrame,
+    truth: DataFrame,
+    seen: DataFrame | None,
+    tuning: TuningConfig,
+    similar: DataFrame | None = None,
+) -> list[float]:
+    """:func:`validation_score` of every grid point, in grid order: each point is fitted on
+    its own, and their lists are ranked and scored together (one window and one aggregation
+    for the grid, as for a run's models, instead of one per point). A user's score and the
+    exact mean do not depend on the other points, so each equals its point's score alone."""
     users = truth.select(USER).distinct()
-    ranked = rank_candidates(scorer.candidates_for(users), k=tuning.k, seen=seen)
-    scores = per_user_accuracy(ranked, truth, ks=[tuning.k])
-    row = scores.agg(exact_mean(tuning.metric)).first()
-    assert row is not None  # a global aggregate has one row
-    return float(row[0])
+    candidates = union_all(
+        [
+            fit_model(point, history=train, truth=truth, k=tuning.k, seen=seen, similar=similar)
+            .candidates_for(users)
+            .select(F.lit(i).alias(POINT), USER, ITEM, SCORE)
+            for i, point in enumerate(points)
+        ]
+    )
+    assert candidates is not None  # a grid has at least one point
+    ranked = rank_candidates(candidates, k=tuning.k, seen=seen, by=[POINT])
+    lists = truth.sparkSession.createDataFrame([(i,) for i in range(len(points))], f"{POINT} int")
+    scores = per_user_accuracy(ranked, truth, ks=[tuning.k], lists=lists)
+    means = scores.groupBy(POINT).agg(exact_mean(tuning.metric).alias("_score")).collect()
+    by_point = {row[POINT]: float(row["_score"]) for row in means}
+    return [by_point[i] for i in range(len(points))]
 
 
 def tune(
@@ -66,15 +98,10 @@ def tune(
     if model.kind == "item_knn":
         n = model.neighbours
         similar = persist(item_neighbours(train, neighbours=max(n) if isinstance(n, list) else n))
-    scored = [
-        (
-            point,
-            validation_score(
-                point, train=train, truth=truth, seen=seen, tuning=tuning, similar=similar
-            ),
-        )
-        for point in grid
-    ]
+    scores = validation_scores(
+        grid, train=train, truth=truth, seen=seen, tuning=tuning, similar=similar
+    )
+    scored = list(zip(grid, scores, strict=True))
     best, best_score = max(scored, key=lambda p: p[1])  # max keeps the first of equal scores
     record = {
         "metric": f"{tuning.metric}@{tuning.k}",

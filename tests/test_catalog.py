@@ -1,6 +1,6 @@
 """Report tables in a real Hive metastore (Derby, shipped with pyspark) and SQL over JDBC
-through the Spark Thrift Server, as BI tools read them; the reports on ``viewfs://`` and on
-``s3a://`` (the tables' locations in the tests' bucket).
+through the Spark Thrift Server, as BI tools read them; the reports on ``viewfs://`` (or any
+storage of ``report_root``).
 
 Two nightly runs, a re-run of the first date and a run killed after its begin event, each a
 ``receval evaluate`` process with ``output.catalog``; then a Thrift Server over the same
@@ -99,7 +99,10 @@ def beeline(port: int, queries: list[str]) -> list[list[dict[str, str]]]:
     ]
 
 
-@pytest.mark.parametrize("report_root", storages("viewfs", "s3a"), indirect=True)
+# viewfs:// only, for the suite's time: on s3a:// this test passes too (its Thrift Server with the
+# hadoop-aws jars; 222 s on a loaded machine), and tables located in the bucket are
+# tests/test_io.py's (docs/datasets.md, "On object storage")
+@pytest.mark.parametrize("report_root", storages("viewfs"), indirect=True)
 def test_tables_in_the_metastore_answer_sql_over_jdbc(
     spark, tmp_path, report_root: ReportRoot
 ) -> None:

@@ -68,7 +68,7 @@ def evaluate(config) -> subprocess.Popen[str]:
     return start_evaluate(config, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-@pytest.mark.parametrize("report_root", storages("viewfs", "s3a"), indirect=True)
+@pytest.mark.parametrize("report_root", storages("viewfs"), indirect=True)  # s3a: 85 s, passes
 def test_a_job_fails_naming_the_writer_that_holds_the_output(
     spark, tmp_path, report_root: ReportRoot
 ) -> None:

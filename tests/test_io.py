@@ -21,6 +21,7 @@ import pytest
 from helpers import ReportRoot
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from storage import storages
 
 from receval_spark.commit import (
     Lease,
@@ -362,15 +363,17 @@ def test_the_package_reads_and_writes_reports_only_through_spark() -> None:
     assert not found, found
 
 
+@pytest.mark.parametrize("report_root", storages("file", "s3a"), indirect=True)
 def test_a_catalog_table_gains_the_columns_a_newer_dataset_adds(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, report_root: ReportRoot
 ) -> None:
     """A report dataset that gained a column (comparisons' effect_size, say) since its catalog
-    table was created: the table gets the column, earlier dates read it as null."""
+    table was created: the table gets the column, earlier dates read it as null. The table
+    and its partitions are located under the output root (on s3a://: in the bucket)."""
     catalog = CatalogConfig(database="receval_evolution")
     older = spark.createDataFrame([("a", 1.0)], "model string, mean_diff double")
     newer = spark.createDataFrame([("a", 2.0, 0.5)], "model string, mean_diff double, mde double")
-    output = str(tmp_path / "reports")
+    output = report_root.uri
     try:
         for date, frame in ((D1, older), ("2026-01-02", newer)):
             commit_datasets(
@@ -383,7 +386,12 @@ def test_a_catalog_table_gains_the_columns_a_newer_dataset_adds(
         rows = spark.sql(
             "SELECT run_date, mean_diff, mde FROM receval_evolution.comparisons ORDER BY run_date"
         ).collect()
+        partition = spark.sql(
+            f"DESCRIBE TABLE EXTENDED receval_evolution.comparisons PARTITION (run_date = '{D1}')"
+        ).collect()
+        location = next(r.data_type for r in partition if r.col_name == "Location")
     finally:
         spark.sql("DROP DATABASE IF EXISTS receval_evolution CASCADE")
 
     assert [tuple(r) for r in rows] == [(D1, 1.0, None), ("2026-01-02", 2.0, 0.5)]
+    assert location == f"{report_root.uri}/comparisons/run_date={D1}/run=r-{D1}"

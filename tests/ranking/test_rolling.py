@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from helpers import DAY, T0, ReportRoot, at
 from pyspark.sql import functions as F
+from storage import storages
 
 import receval_spark as rv
 from receval_spark.config import RollingSplit
@@ -19,6 +20,10 @@ from receval_spark.expressions import iso
 from receval_spark.ranking.split import rolling_splits
 from receval_spark.report.render import load_report, render
 from receval_spark.run import run_summary
+
+# not on s3a://, for the suite's time (docs/datasets.md, "On object storage"): the commit this
+# test goes through runs on s3a:// in tests/test_io.py, and nights of the job in test_alerts.py
+STORAGES = storages("file", "viewfs")
 
 
 def log() -> pd.DataFrame:
@@ -109,6 +114,7 @@ def test_durations_and_what_a_rolling_backtest_refuses() -> None:
         rv.evaluate(None, refused)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("report_root", STORAGES, indirect=True)
 def test_each_window_refits_and_the_pooled_rows_average_them(spark, report_root: ReportRoot):
     """ext at k = 2, window 1: user 1 (Rel {2}) hits at rank 1, user 2 (Rel {2}) misses:
     recall 1/2 over 2 users; window 2: user 1 (Rel {3}) hits at 2, user 3 (Rel {2}) at 1,

@@ -105,6 +105,7 @@ def test_two_jobs_at_once_never_mix_a_date(spark, tmp_path, report_root: ReportR
     jobs = [evaluate(config), evaluate(config)]
     results = [(job, *job.communicate(timeout=900)) for job in jobs]
     codes = sorted(job.returncode for job, _, _ in results)
+    print(f"exit codes of the two jobs: {codes}")  # 0, 0: one after the other; 0, 2: one refused
     assert codes in ([0, 0], [0, 2]), [f"{o}\n{e}" for _, o, e in results]
     for job, _, err in results:
         if job.returncode == 2:

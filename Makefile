@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-all setup jars lint bench docs
+.PHONY: demo test test-all setup jars lake lint bench docs
 SCALE ?= small
 # two pytest workers, each running whole modules or groups of them (tests/conftest.py:
 # SHARED_GROUPS), in the order conftest gives; XDIST= runs the tests in this process
@@ -26,6 +26,12 @@ demo: setup
 jars: setup
 	$(BIN)/python tests/hadoop_aws.py
 
+# Delta Lake and Iceberg (docs/tables.md): .venv-lake (pyspark 4.1) and the jars of tests/lake_env.py,
+# built and fetched once; `tests/lake_env.py test` runs tests/lake there (skipped with the reason
+# when PyPI or Maven Central cannot be reached)
+lake: setup
+	$(BIN)/python tests/lake_env.py
+
 lint: setup
 	$(BIN)/ruff check .
 
@@ -38,10 +44,11 @@ test: setup jars
 
 # everything, as .ci/run: also the real-data parity (../shared/data), the demo as users run it,
 # the standalone cluster, Spark Connect, the browser, the notebook and the fault tests
-test-all: setup jars docs
+test-all: setup jars lake docs
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest $(XDIST)
+	$(BIN)/python tests/lake_env.py test
 
 # the documentation site (docs/, mkdocs.yml; its reference pages generated from the code),
 # warnings as errors, into ./site

@@ -462,7 +462,7 @@ def remove_rows(spark: SparkSession, root: str, runs: Sequence[LogEvent]) -> Non
                 table = (run.format, run.tables[name])
                 doomed.setdefault(table, []).append((run.run_date, run.run_id))
     for (table_format, location), pairs in sorted(doomed.items()):
-        lake.delete_runs(spark, lake.identifier(table_format, location), pairs)
+        lake.delete_runs(spark, table_format, location, pairs)
 
 
 def empty_folder(spark: SparkSession, folder: str) -> None:

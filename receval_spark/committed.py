@@ -71,10 +71,9 @@ def read_committed(
             .drop(RUN_PARTITION)
         )
     else:
-        name = lake.identifier(table_format, location)
-        rows = lake.read_runs(
-            spark, name, [s.run_id for s in chosen.values()], version=version
-        ).filter(F.col("run_date").isin(*chosen))
+        run_ids = [s.run_id for s in chosen.values()]
+        rows = lake.read_runs(spark, table_format, location, run_ids, version=version)
+        rows = rows.filter(F.col("run_date").isin(*chosen))
     # columns added since some of these dates were written read as null there
     missing = {f.name: F.lit(None).cast(f.dataType) for f in schema.fields}
     missing = {name: value for name, value in missing.items() if name not in rows.columns}
@@ -88,8 +87,9 @@ def read_as_of(
 ) -> DataFrame:
     """The committed rows of ``dataset`` as readers saw them right after run ``run_id``
     committed: the dates resolved by the log up to that commit, read from the table version
-    the latest of those runs recorded for the dataset (every committed run's rows stay in
-    the table until a later commit supersedes it, so that version holds them all)."""
+    the latest of those commits recorded for the dataset (every committed run's rows stay in
+    the table until a later commit supersedes it, so that version holds them all; Iceberg
+    snapshot ids are not ordered, commit times are)."""
     commits = [e for e in events if e.run_id == run_id and e.event == "commit"]
     if not commits:
         raise InputError(f"as_of: run {run_id} has no commit under {output_path}")
@@ -101,7 +101,8 @@ def read_as_of(
     moment = max(e.at for e in commits)
     committed = committed_runs([e for e in events if e.at <= moment])
     chosen = committed_states(committed, dataset)
-    version = max((s.versions[dataset] for s in chosen.values()), default=None)
+    latest = max(chosen.values(), key=lambda s: (s.committed, s.run_id), default=None)
+    version = None if latest is None else latest.versions[dataset]
     return read_committed(
         spark,
         output_path,

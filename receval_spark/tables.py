@@ -85,6 +85,8 @@ def _classes_load(spark: SparkSession, table_format: str, catalog: CatalogConfig
             return exc.getCondition() != "DATA_SOURCE_NOT_FOUND"
         return True
     name = (catalog.database if catalog else "spark_catalog").split(".")[0]
+    if not spark.conf.get(f"spark.sql.catalog.{name}", ""):
+        name = "spark_catalog"  # a database of the session catalog (SparkSessionCatalog)
     if spark.conf.get(f"spark.sql.catalog.{name}", "") not in ICEBERG_CATALOGS:
         return False
     try:
@@ -107,7 +109,7 @@ def append_run(
     versions = {}
     for name, table in tables.items():
         rows = table.withColumn("run_date", F.lit(run_date))
-        target = identifier(table_format, locations[name])
+        target = refreshed(rows.sparkSession, table_format, locations[name])
         if table_format == "delta":
             rows.write.format("delta").mode("append").option("mergeSchema", "true").partitionBy(
                 "run_date"
@@ -161,11 +163,14 @@ def latest_version(spark: SparkSession, name: str, table_format: str) -> int:
     return int(row["snapshot_id"])
 
 
-def delete_runs(spark: SparkSession, name: str, runs: Sequence[tuple[str, str]]) -> None:
+def delete_runs(
+    spark: SparkSession, table_format: str, location: str, runs: Sequence[tuple[str, str]]
+) -> None:
     """Delete the rows of ``runs`` ((run_date, run_id) pairs) from a table, in one
     transaction of its format (nothing when the table does not exist yet)."""
     if not runs:
         return
+    name = refreshed(spark, table_format, location)
     dates = ", ".join(sorted({_literal(date) for date, _ in runs}))
     run_ids = ", ".join(sorted({_literal(run_id) for _, run_id in runs}))
     try:
@@ -177,13 +182,29 @@ def delete_runs(spark: SparkSession, name: str, runs: Sequence[tuple[str, str]])
 
 
 def read_runs(
-    spark: SparkSession, name: str, run_ids: Sequence[str], *, version: int | None = None
+    spark: SparkSession,
+    table_format: str,
+    location: str,
+    run_ids: Sequence[str],
+    *,
+    version: int | None = None,
 ) -> DataFrame:
     """The rows of ``run_ids`` in a table, as of ``version`` (Delta version or Iceberg
-    snapshot id; None: the current one)."""
+    snapshot id; None: the current one, as committed by any process)."""
+    name = refreshed(spark, table_format, location)
     travel = "" if version is None else f" VERSION AS OF {int(version)}"
     rows = spark.sql(f"SELECT * FROM {name}{travel}")
     return rows.filter(F.col("run_id").isin(*run_ids))
+
+
+def refreshed(spark: SparkSession, table_format: str, location: str) -> str:
+    """The table's identifier, after dropping what the session cached of it: an Iceberg
+    catalog caches a table's metadata per session, so another process's commits (a re-run, a
+    killed run's rows) are unseen until it is refreshed."""
+    name = identifier(table_format, location)
+    if table_format == "iceberg" and spark.catalog.tableExists(location):
+        spark.sql(f"REFRESH TABLE {name}")
+    return name
 
 
 def register_delta(

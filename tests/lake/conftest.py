@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyspark
 import pytest
-from helpers import SHORT_LIVED_JVM
+from helpers import INTERPRETED, SHORT_LIVED_JVM
 from lake_env import PYSPARK, jars
 
 from receval_spark.tables import DELTA_EXTENSION, ICEBERG_EXTENSION
@@ -58,7 +58,7 @@ def spark(lake_settings):
     from receval_spark.spark import DEFAULT_CONF
 
     builder = SparkSession.builder.master("local[2]").appName("receval-lake-tests")
-    for key, value in {**DEFAULT_CONF, **lake_settings}.items():
+    for key, value in {**DEFAULT_CONF, **lake_settings, **INTERPRETED}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     yield session

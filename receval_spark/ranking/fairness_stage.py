@@ -104,9 +104,7 @@ def _exposure(
     # both read several times by awrf and exposure_gap (unpersisted, the plan holds the
     # attention aggregate seven times): a small table and a per-list one
     targets = persist(catalogue_targets(catalogue, groups, default=default))
-    attended = persist(
-        group_attention(lists, groups, keys=KEYS, ks=settings.k, default=default)
-    )
+    attended = persist(group_attention(lists, groups, keys=KEYS, ks=settings.k, default=default))
     per_user = None
     if AWRF in settings.metrics:
         values = awrf(attended, targets, keys=KEYS)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+from collections.abc import Callable
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -21,3 +24,15 @@ def bench_session(master: str = "local[2]") -> SparkSession:
         .config("spark.driver.memory", "6g")
         .getOrCreate()
     )
+
+
+def counted(spark: Any, group: str, call: Callable[[], object]) -> tuple[float, int]:
+    """(seconds, Spark jobs) of ``call`` under job group ``group`` (the status tracker's jobs
+    of the group: a classic session)."""
+    context = spark.sparkContext
+    context.setJobGroup(group, group)
+    started = time.monotonic()
+    call()
+    seconds = time.monotonic() - started
+    context.setJobGroup("", "")
+    return seconds, len(context.statusTracker().getJobIdsForGroup(group))

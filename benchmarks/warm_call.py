@@ -25,8 +25,6 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from common import bench_session  # noqa: E402
+from common import bench_session, counted  # noqa: E402
 from small_job import CUTOFF, external_lists, receval_config  # noqa: E402
 
 from receval_spark.config_files import read_config_file  # noqa: E402
@@ -70,17 +68,6 @@ def receval_call(spark: Any, config: dict[str, Any]) -> int:
 
     with rv.evaluate(spark, config) as evaluation:
         return len(evaluation.outcome.metrics)
-
-
-def counted(spark: Any, group: str, call: Callable[[], object]) -> tuple[float, int]:
-    """(seconds, Spark jobs) of ``call`` under job group ``group``."""
-    context = spark.sparkContext
-    context.setJobGroup(group, group)
-    started = time.monotonic()
-    call()
-    seconds = time.monotonic() - started
-    context.setJobGroup("", "")
-    return seconds, len(context.statusTracker().getJobIdsForGroup(group))
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ hadoop-aws jars (tests/hadoop_aws.py); only the tests use boto3, to look inside 
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -37,11 +38,14 @@ class LocalFolder:
     path: Path
 
     def names(self, prefix: str = "") -> list[str]:
-        if not self.path.exists():
-            return []
-        files = (p for p in self.path.rglob("*") if p.is_file())
+        """Files whose relative path starts with ``prefix``: the folder of the prefix walked
+        (os.walk skips folders that vanish meanwhile, as a running job's temporary ones do)."""
+        top = self.path / prefix.rpartition("/")[0]
         return sorted(
-            n for n in (str(p.relative_to(self.path)) for p in files) if n.startswith(prefix)
+            name
+            for folder, _, files in os.walk(top)
+            for name in (str((Path(folder) / f).relative_to(self.path)) for f in files)
+            if name.startswith(prefix)
         )
 
     def read(self, name: str) -> bytes:

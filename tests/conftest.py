@@ -227,7 +227,8 @@ def report_root(request, tmp_path, viewfs_mount, s3_server, s3a_conf) -> ReportR
     return ReportRoot(
         uri=f"s3a://{s3_server.folder(prefix).bucket}/{prefix}",
         storage=s3_server.folder(prefix),
-        conf=s3a_conf,
+        # a job's copy of the jars goes where pytest cleans up, even when the job is killed
+        conf={**s3a_conf, "spark.local.dir": str(tmp_path / "spark-local")},
     )
 
 

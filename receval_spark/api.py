@@ -278,23 +278,14 @@ def read_reports(
             f"output: no committed reports under {output}; point it at the output.path of a "
             "job that has run"
         )
-    if as_of is not None:
-        return read_as_of(spark, output, dataset, events, run_id=as_of)
-    return _committed(spark, output, dataset, dates=dates, before=before)
-
-
-def _committed(
-    spark: SparkSession,
-    output: str,
-    dataset: str,
-    *,
-    dates: str | dt.date | list[str | dt.date] | None = None,
-    before: str | dt.date | None = None,
-) -> DataFrame:
     wanted = None
     if dates is not None:
         wanted = [str(d) for d in ([dates] if isinstance(dates, str | dt.date) else dates)]
-    rows = read_committed(spark, output, dataset, schema=REPORT_SCHEMAS[dataset], dates=wanted)
+    if as_of is not None:
+        rows = read_as_of(spark, output, dataset, events, run_id=as_of)
+        rows = rows if wanted is None else rows.filter(F.col("run_date").isin(*wanted))
+    else:
+        rows = read_committed(spark, output, dataset, schema=REPORT_SCHEMAS[dataset], dates=wanted)
     return rows if before is None else rows.filter(F.col("run_date") < str(before))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from helpers import Nights, ReportRoot
+from storage import storages
 
 from receval_spark import read_reports
 from receval_spark.alerts import regressions
@@ -72,12 +73,13 @@ def test_a_session_run_takes_the_direction_of_its_protocol_s_metric():
 
 
 @pytest.mark.nightly
+@pytest.mark.parametrize("report_root", storages("file", "s3a"), indirect=True)
 def test_three_nightly_runs_with_a_drop_on_the_third(
     spark, tmp_path, capsys, report_root: ReportRoot
 ):
-    """On file://, viewfs:// and s3a://: the alert reads the earlier nights through Spark, and the
-    report (rendered by the job, or by ``receval report --out`` off a non-local output) shows
-    the history."""
+    """On file:// and s3a:// (viewfs://: the sequential and stability nights): the alert
+    reads the earlier nights through Spark, and the report (rendered by the job, or by
+    ``receval report --out`` off a non-local output) shows the history."""
     good = pd.DataFrame(
         [(u, 100 + u, 1.0) for u in range(1, 5)], columns=["user_id", "item_id", "score"]
     )

@@ -91,8 +91,9 @@ def _classes_load(spark: SparkSession, table_format: str, catalog: CatalogConfig
         return False
     try:
         spark.sql(f"SHOW NAMESPACES IN {_quoted_part(name)}").collect()
-    except Exception:  # the catalog plugin's class missing: Spark's errors vary
-        return False
+    except Exception as exc:  # a catalog that loads may still fail (e.g. a new warehouse)
+        text = str(exc)
+        return "CATALOG_PLUGIN_CLASS_NOT_FOUND" not in text and "plugin class" not in text
     return True
 
 

@@ -34,12 +34,12 @@ ICEBERG_CATALOGS = (
 )
 SETUP = {
     "delta": (
-        "the jar io.delta:delta-spark_2.13 (spark.jars.packages, e.g. "
-        f"io.delta:delta-spark_2.13:4.3.1 on Spark 4.1) and spark.sql.extensions={DELTA_EXTENSION}"
+        "the jars io.delta:delta-spark_2.13 and delta-storage (spark.jars, e.g. version 4.3.1 "
+        f"on Spark 4.1) and spark.sql.extensions={DELTA_EXTENSION}"
     ),
     "iceberg": (
-        "the jar org.apache.iceberg:iceberg-spark-runtime-4.1_2.13 (spark.jars.packages, e.g. "
-        f"version 1.12.0 on Spark 4.1), spark.sql.extensions={ICEBERG_EXTENSION} and an "
+        "the jar org.apache.iceberg:iceberg-spark-runtime-4.1_2.13 (spark.jars, e.g. version "
+        f"1.12.0 on Spark 4.1), spark.sql.extensions={ICEBERG_EXTENSION} and an "
         "Iceberg catalog spark.sql.catalog.<name>=org.apache.iceberg.spark.SparkCatalog"
     ),
 }

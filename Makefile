@@ -48,7 +48,6 @@ test-all: setup jars lake docs
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest $(XDIST)
-	$(BIN)/python tests/lake_env.py test
 
 # the documentation site (docs/, mkdocs.yml; its reference pages generated from the code),
 # warnings as errors, into ./site

@@ -61,6 +61,7 @@ SLOW_MARKERS = (
     "browser",
     "notebook",
     "nightly",
+    "lake",
 )
 FIXTURE_MARKERS = {
     "shared_data": "shared_data",
@@ -90,6 +91,8 @@ SHARED_GROUPS = {
     "shipped_demo": ("test_shipped_demo.py", "report/test_report_browser.py"),
     "ml100k_run": ("metrics/test_beyond_parity.py", "ranking/test_parity_ml100k.py"),
 }
+# one long test each, started before everything else under xdist (else it would come last)
+FIRST = ("tests/test_lake_suite.py",)
 GROUP_OF = {f"tests/{path}": group for group, paths in SHARED_GROUPS.items() for path in paths}
 
 
@@ -134,7 +137,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items.sort(key=lambda item: item.module in slow_modules)
         return
     slow = Counter(group_of(item.nodeid) for item in items if item.module in slow_modules)
-    items.sort(key=lambda item: -slow[group_of(item.nodeid)])
+    items.sort(key=lambda item: (group_of(item.nodeid) not in FIRST, -slow[group_of(item.nodeid)]))
 
 
 # The job's defaults (spark.DEFAULT_CONF: plan-string cap, AQE, UTC) plus a session that lives

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -31,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from common import bench_session, counted  # noqa: E402
+from common import alternate_rounds, bench_session  # noqa: E402
 from generate import generate_scale  # noqa: E402
 
 from receval_spark.cache import releasing_cache  # noqa: E402
@@ -92,20 +91,7 @@ def main() -> None:
         "plain": lambda: plain(spark, data, int(sizes["cutoff"])),
         "receval": lambda: receval(spark, config),
     }
-    rows: dict[str, list[tuple[float, int]]] = {side: [] for side in sides}
-    for round_ in range(args.rounds):
-        for side, call in sides.items():
-            result = counted(spark, f"{side}-{round_}", call)
-            rows[side].append(result)
-            print(f"{side} round {round_ + 1}: {result[0]:.2f} s, {result[1]} jobs", flush=True)
-    print("| side | rounds (s) | Spark jobs | median of warm rounds (s) |")
-    print("|---|---|---|---:|")
-    medians = {}
-    for side, results in rows.items():
-        medians[side] = statistics.median(s for s, _ in results[1:])
-        seconds = ", ".join(f"{s:.2f}" for s, _ in results)
-        jobs = ", ".join(str(j) for _, j in results)
-        print(f"| {side} | {seconds} | {jobs} | {medians[side]:.2f} |")
+    medians = alternate_rounds(spark, sides, args.rounds)
     print(f"ratio receval / plain: {medians['receval'] / medians['plain']:.1f}")
 
 

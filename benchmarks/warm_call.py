@@ -22,7 +22,6 @@ Each call's Spark jobs are counted by the status tracker (the job group of the c
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -32,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from common import bench_session, counted  # noqa: E402
+from common import alternate_rounds, bench_session  # noqa: E402
 from small_job import CUTOFF, external_lists, receval_config  # noqa: E402
 
 from receval_spark.config_files import read_config_file  # noqa: E402
@@ -81,24 +80,11 @@ def main() -> None:
     config = read_config_file(path, args.set)
     spark = bench_session()
     spark.conf.set("spark.sql.shuffle.partitions", "8")
-    rows: dict[str, list[tuple[float, int]]] = {"spark_ml": [], "receval": []}
-    for round_ in range(args.rounds):
-        for side in rows:
-            group = f"{side}-{round_}"
-            if side == "spark_ml":
-                result = counted(spark, group, lambda: spark_ml_four(spark, args.data))
-            else:
-                result = counted(spark, group, lambda: receval_call(spark, config))
-            rows[side].append(result)
-            print(f"{side} round {round_ + 1}: {result[0]:.2f} s, {result[1]} jobs", flush=True)
-    print("| side | rounds (s) | Spark jobs | median of warm rounds (s) |")
-    print("|---|---|---|---:|")
-    medians = {}
-    for side, results in rows.items():
-        medians[side] = statistics.median(s for s, _ in results[1:])
-        seconds = ", ".join(f"{s:.2f}" for s, _ in results)
-        jobs = ", ".join(str(j) for _, j in results)
-        print(f"| {side} | {seconds} | {jobs} | {medians[side]:.2f} |")
+    sides = {
+        "spark_ml": lambda: spark_ml_four(spark, args.data),
+        "receval": lambda: receval_call(spark, config),
+    }
+    medians = alternate_rounds(spark, sides, args.rounds)
     print(f"warm ratio receval / spark_ml: {medians['receval'] / medians['spark_ml']:.1f}")
 
 

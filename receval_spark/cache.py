@@ -72,7 +72,7 @@ def persist(df: DataFrame) -> DataFrame:
     evaluation in the session, or the caller's own ``cache()``), that entry is used as it is
     and not recorded, so releasing this scope never drops data another owner still holds."""
     if cuts_lineage(df):
-        return df.localCheckpoint(eager=True, storageLevel=CHECKPOINT_LEVEL)
+        return keep(df)  # a checkpoint: nothing for the scope to release
     tables = _ACTIVE.get()
     if tables is None or _is_cached(df):
         return df.persist()

@@ -101,10 +101,10 @@ def _exposure(
         groups = item_groups(segments=item_segments)
     else:
         default, groups = TAIL, item_groups(head=population.head_items())
-    # both read several times by awrf and exposure_gap (unpersisted, the plan holds the
-    # attention aggregate seven times): a small table and a per-list one
-    targets = persist(catalogue_targets(catalogue, groups, default=default))
-    attended = persist(group_attention(lists, groups, keys=KEYS, ks=settings.k, default=default))
+    targets = catalogue_targets(catalogue, groups, default=default)
+    attended = group_attention(lists, groups, keys=KEYS, ks=settings.k, default=default)
+    if AWRF in settings.metrics and EXPOSURE_GAP in settings.metrics:  # each read by both
+        targets, attended = persist(targets), persist(attended)
     per_user = None
     if AWRF in settings.metrics:
         values = awrf(attended, targets, keys=KEYS)

@@ -197,15 +197,20 @@ def s3a_conf(s3_server) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def spark(viewfs_mount, s3a_conf):
+def spark(request, viewfs_mount):
+    """The tests' SparkSession; with ``s3a://`` (the S3 server started, the jars on its class
+    path) only when a test of this run reads the bucket through it (``make test`` runs none)."""
     from pyspark.sql import SparkSession
 
     from receval_spark.spark import DEFAULT_CONF
 
     link, _ = viewfs_mount
+    s3a = {}
+    if any(item.get_closest_marker("s3a") for item in request.session.items):
+        s3a = request.getfixturevalue("s3a_conf")
     builder = SparkSession.builder.master("local[2]").appName("receval-tests")
     builder = builder.config(*link.split("=", 1))
-    for key, value in {**DEFAULT_CONF, **TEST_SESSION_CONF, **s3a_conf}.items():
+    for key, value in {**DEFAULT_CONF, **TEST_SESSION_CONF, **s3a}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     yield session
@@ -230,8 +235,7 @@ def report_root(request, tmp_path, viewfs_mount, s3_server, s3a_conf) -> ReportR
     return ReportRoot(
         uri=f"s3a://{s3_server.folder(prefix).bucket}/{prefix}",
         storage=s3_server.folder(prefix),
-        # a job's copy of the jars goes where pytest cleans up, even when the job is killed
-        conf={**s3a_conf, "spark.local.dir": str(tmp_path / "spark-local")},
+        conf=s3a_conf,
     )
 
 

@@ -154,10 +154,10 @@ class S3Server:
         )
 
     def spark_conf(self, jars: Sequence[Path]) -> dict[str, str]:
-        """The settings that give a Spark session ``s3a://`` on this server. (A local Spark
-        copies ``spark.jars`` into its temporary folder, ``spark.local.dir``: 686 MB a JVM,
-        left behind by a killed driver; report_root gives a job's JVM a folder of the test's.)"""
-        return {"spark.jars": ",".join(map(str, jars))} | {
+        """The settings that give a Spark session ``s3a://`` on this server: the jars on the
+        driver's class path (a local Spark's executors share it), where ``spark.jars`` would
+        copy them into every JVM's temporary folder (686 MB; ``local:`` jars too)."""
+        return {"spark.driver.extraClassPath": os.pathsep.join(map(str, jars))} | {
             f"spark.hadoop.fs.s3a.{key}": value for key, value in self.s3a_settings().items()
         }
 

@@ -95,10 +95,11 @@ def group_attention(
     default: str,
 ) -> DataFrame:
     """(*keys, k, group, attention): Σ a_i w_ig over each list's (``keys``) slots of rank <= k,
-    for the groups the list holds."""
-    slots = ranked.select(*keys, ITEM, RANK).select(
-        *keys, ITEM, RANK, F.explode(cut_offs(ks)).alias("k")
-    )
+    for the groups the list holds; partitioned by user (the slots' one shuffle), so that awrf's
+    window and aggregation, a join with user segments and the users' influence on the gap add
+    no shuffle of their own."""
+    lists = ranked.select(*keys, ITEM, RANK).repartition(USER)
+    slots = lists.select(*keys, ITEM, RANK, F.explode(cut_offs(ks)).alias("k"))
     weighted = with_groups(slots, groups, default=default)
     return weighted.groupBy(*keys, "k", "group").agg(
         exact_sum(attention() * F.col("weight")).alias("attention")

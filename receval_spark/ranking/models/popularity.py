@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from receval_spark.cache import persist
 from receval_spark.columns import ITEM, RANK, SCORE, USER
 from receval_spark.ordering import global_row_number
 from receval_spark.ranking.models.common import ranks_needed
@@ -56,9 +57,11 @@ def popularity_ranks(
     list.
     """
     positions = popularity_positions(popularity).select(ITEM, "_pos")
-    ranked = pairs.select(USER, ITEM).distinct().join(positions, on=ITEM)
     if seen is None:
+        ranked = pairs.select(USER, ITEM).distinct().join(positions, on=ITEM)
         return ranked.select(USER, ITEM, F.col("_pos").cast("int").alias(RANK))
+    positions = persist(positions)  # item-sized, read twice below: numbered once
+    ranked = pairs.select(USER, ITEM).distinct().join(positions, on=ITEM)
     last = ranked.groupBy(USER).agg(F.max("_pos").alias("_last"))
     marks = (
         seen.select(USER, ITEM)

@@ -145,8 +145,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # queries, jobs and stages (each SQL execution's record holds its plan: deep plans times the
 # default 1000 records filled the 2 GiB heap, AGGREGATE_OUT_OF_MEMORY late in a full run).
 TEST_SESSION_CONF = {
-    "spark.sql.shuffle.partitions": "4",
-    "spark.default.parallelism": "4",
+    # one partition per core of local[2] (tiny data: with 4, make test took 13 min 9 s, with
+    # 2 11 min 51 s; still more than one partition, so partition-dependent bugs show)
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
     "spark.ui.enabled": "false",
     "spark.driver.memory": "3g",
     "spark.sql.ui.retainedExecutions": "20",

@@ -220,9 +220,10 @@ def spark(request, viewfs_mount):
 
 
 @pytest.fixture(params=storages("file", "viewfs", "s3a"))
-def report_root(request, tmp_path, viewfs_mount, s3_server, s3a_conf) -> ReportRoot:
+def report_root(request, tmp_path, viewfs_mount) -> ReportRoot:
     """An empty output root on ``file://``, ``viewfs://`` and ``s3a://`` (a prefix of the
-    tests' bucket), one test each; the s3a one skips, with the reason, without its jars."""
+    tests' bucket), one test each; the s3a one skips, with the reason, without its jars. Only
+    the s3a one starts the S3 server."""
     name = f"{request.node.name}".translate(str.maketrans("[]/", "__-"))
     if request.param == "file":
         local = tmp_path / "reports"
@@ -231,13 +232,14 @@ def report_root(request, tmp_path, viewfs_mount, s3_server, s3a_conf) -> ReportR
         link, target = viewfs_mount[0].split("=", 1)
         storage = LocalFolder(viewfs_mount[1] / name)
         return ReportRoot(uri=f"{VIEWFS_ROOT}/{name}", storage=storage, conf={link: target})
+    s3_server = request.getfixturevalue("s3_server")
     if s3_server is None:
         pytest.skip(str(S3A_JARS))
     prefix = tmp_path.name  # unique in this process, whose server holds nothing else
     return ReportRoot(
         uri=f"s3a://{s3_server.folder(prefix).bucket}/{prefix}",
         storage=s3_server.folder(prefix),
-        conf=s3a_conf,
+        conf=request.getfixturevalue("s3a_conf"),
     )
 
 

@@ -57,11 +57,11 @@ def popularity_ranks(
     list.
     """
     positions = popularity_positions(popularity).select(ITEM, "_pos")
-    if seen is None:
-        ranked = pairs.select(USER, ITEM).distinct().join(positions, on=ITEM)
-        return ranked.select(USER, ITEM, F.col("_pos").cast("int").alias(RANK))
-    positions = persist(positions)  # item-sized, read twice below: numbered once
+    if seen is not None:
+        positions = persist(positions)  # item-sized, read twice below: numbered once
     ranked = pairs.select(USER, ITEM).distinct().join(positions, on=ITEM)
+    if seen is None:
+        return ranked.select(USER, ITEM, F.col("_pos").cast("int").alias(RANK))
     last = ranked.groupBy(USER).agg(F.max("_pos").alias("_last"))
     marks = (
         seen.select(USER, ITEM)

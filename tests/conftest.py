@@ -148,13 +148,6 @@ TEST_SESSION_CONF = {
     # one partition per core of local[2] (tiny data: with 4, make test took 13 min 9 s, with
     # 2 11 min 51 s; still more than one partition, so partition-dependent bugs show)
     "spark.sql.shuffle.partitions": "2",
-    # no AQE re-planning in the in-process tiers: AQE runs every shuffle stage as a Spark job of
-    # its own (a tiny evaluation 97 -> 47 jobs, 7.6 -> 6.7 s; make test's pytest 673.6 ->
-    # 635.8 / 642.5 s). The jobs run through the CLI, in this session or as processes (the
-    # demo's, the cluster's, Connect's), set the job's default, AQE on, unless their config
-    # says otherwise (receval_spark.spark.DEFAULT_CONF; kept_sql_conf restores this session's).
-    # With 1 shuffle partition instead of 2 the tier measured the same (643.9 s), so 2 stay.
-    "spark.sql.adaptive.enabled": "false",
     "spark.default.parallelism": "2",
     "spark.ui.enabled": "false",
     "spark.driver.memory": "3g",

@@ -10,12 +10,21 @@ range's offset is the sum over the ranges before it — from a table with one ro
 
 The ``order`` must be a total order (end with a unique column, e.g. the id), so the
 positions are a function of the rows, whatever their partitioning.
+
+The ranges are assigned once and materialised (:func:`receval_spark.cache.persist`) before
+both the rows and the per-range totals are taken from them: Spark samples the range bounds
+from its input each time it executes a range exchange, and an input whose row order varies
+between executions (an aggregate after a shuffle) gets other bounds the second time. When
+the two uses share one exchange (AQE's stage reuse) that is harmless; without AQE the plan
+held three separate exchanges, and 1,608 ml-100k items were numbered up to 1,623.
 """
 
 from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+
+from receval_spark.cache import persist
 
 _RANGE = "_range"
 _ROW_BITS = 33  # monotonically_increasing_id: partition id << 33 | row number in the partition
@@ -27,10 +36,12 @@ def global_row_number(df: DataFrame, order: Sequence[Column], *, name: str) -> D
     that order by ``monotonically_increasing_id`` (the partition in the upper bits, the row's
     place in the partition in the lower 33), so no second shuffle numbers them."""
     sorted_ranges = df.repartitionByRange(*order).sortWithinPartitions(*order)
-    numbered = sorted_ranges.withColumn("_id", F.monotonically_increasing_id()).select(
-        *df.columns,
-        F.shiftright("_id", _ROW_BITS).cast("int").alias(_RANGE),
-        (F.col("_id").bitwiseAND((1 << _ROW_BITS) - 1) + 1).alias("_in_range"),
+    numbered = persist(
+        sorted_ranges.withColumn("_id", F.monotonically_increasing_id()).select(
+            *df.columns,
+            F.shiftright("_id", _ROW_BITS).cast("int").alias(_RANGE),
+            (F.col("_id").bitwiseAND((1 << _ROW_BITS) - 1) + 1).alias("_in_range"),
+        )
     )
     totals = numbered.groupBy(_RANGE).agg(F.max("_in_range").cast("long").alias("_amount"))
     return _plus_offsets(numbered, totals, name=name)
@@ -45,7 +56,7 @@ def global_sum_before(
     sums. Ranges are numbered in order (Spark's range partitions, and the adjacent ones
     adaptive execution may coalesce, are numbered low to high); a window partitioned by
     range sums within each."""
-    ranged = df.repartitionByRange(*order).withColumn(_RANGE, F.spark_partition_id())
+    ranged = persist(df.repartitionByRange(*order).withColumn(_RANGE, F.spark_partition_id()))
     before = Window.partitionBy(_RANGE).orderBy(*order).rowsBetween(Window.unboundedPreceding, -1)
     summed = ranged.withColumn(
         "_in_range", F.coalesce(F.sum(value).over(before), F.lit(0)).cast("long")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from receval_spark.cache import persist
 from receval_spark.columns import ITEM, RANK, SCORE, USER
 from receval_spark.ordering import global_row_number
 from receval_spark.ranking.models.common import ranks_needed
@@ -56,9 +55,8 @@ def popularity_ranks(
     (e.g. the relevant recommended items) cost far less than every user's top-k popularity
     list.
     """
+    # read twice below when seen items are filtered; global_row_number numbers them once
     positions = popularity_positions(popularity).select(ITEM, "_pos")
-    if seen is not None:
-        positions = persist(positions)  # item-sized, read twice below: numbered once
     ranked = pairs.select(USER, ITEM).distinct().join(positions, on=ITEM)
     if seen is None:
         return ranked.select(USER, ITEM, F.col("_pos").cast("int").alias(RANK))

@@ -16,7 +16,12 @@ both the rows and the per-range totals are taken from them: Spark samples the ra
 from its input each time it executes a range exchange, and an input whose row order varies
 between executions (an aggregate after a shuffle) gets other bounds the second time. When
 the two uses share one exchange (AQE's stage reuse) that is harmless; without AQE the plan
-held three separate exchanges, and 1,608 ml-100k items were numbered up to 1,623.
+held three separate exchanges, and 1,608 ml-100k items were numbered up to 1,623 (Spark
+re-samples an input partition over three times the average size with a seed from the RDD's id,
+new per execution; tests/test_ordering.py reproduces it). On a local master the materialised
+rows are a checkpoint; on a cluster master a cache, whose RDD is built once: a lost block is
+recomputed through that RDD's own shuffle dependency, whose range partitioner (and so its
+bounds) is fixed, so a recomputed range holds the same rows.
 """
 
 from collections.abc import Sequence

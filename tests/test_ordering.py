@@ -89,6 +89,38 @@ def test_many_ranges_are_used(many_ranges):
     assert tuple(stats.first()) == (1, 5000, 5000)
 
 
+@pytest.fixture
+def without_adaptive_execution(many_ranges):
+    """AQE off (as a user's ``spark.conf`` may set it): each use of a range exchange is then
+    executed, and its bounds sampled, on its own, with no query stage to reuse."""
+    spark = many_ranges
+    before = spark.conf.get("spark.sql.adaptive.enabled")
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    yield spark
+    spark.conf.set("spark.sql.adaptive.enabled", before)
+
+
+def test_positions_hold_when_the_range_bounds_would_be_sampled_twice(without_adaptive_execution):
+    """A regression: the rows and their per-range totals came from two executions of one range
+    exchange, and Spark samples the bounds anew each time. With one input partition more than
+    three times the average, it re-samples with a seed from the RDD's id (new per execution),
+    so the bounds differed and ml-100k's 1,608 items were numbered up to 1,623 with AQE off."""
+    spark = without_adaptive_execution
+    skewed = spark.range(0, 40_000, 1, 8).where((F.col("id") < 5_000) | (F.col("id") % 1_000 == 0))
+    df = skewed.localCheckpoint().select(((F.col("id") * 7_919) % 40_009).alias("key"), (F.col("id") % 3).alias("w"))
+    order = [F.col("key").asc()]
+    numbered = global_row_number(df, order, name="position")
+    stats = numbered.agg(
+        F.count("*"), F.min("position"), F.max("position"), F.countDistinct("position")
+    )
+    n = 5_000 + 35
+    assert tuple(stats.first()) == (n, 1, n, n)
+    summed = global_sum_before(df, order, value="w", name="before", total="all")
+    expected = sum(i % 3 for i in range(40_000) if i < 5_000 or i % 1_000 == 0)
+    last = summed.orderBy(F.col("key").desc()).first()
+    assert (last["before"] + last["w"], last["all"]) == (expected, expected)
+
+
 def _unpartitioned_windows(path: Path) -> list[int]:
     """Lines of ``Window.orderBy(...)`` / ``Window.rowsBetween`` / ``Window.rangeBetween``
     (a window with no partition) in a module."""

@@ -1,13 +1,13 @@
 """Report datasets as Delta Lake and Iceberg tables (output.format; docs/tables.md), and inputs
 read from both formats at a version, on the local filesystem with the real jars.
 
-Per format, one output through the module: three nights of a job whose interactions and
-external model are read from tables at a version (the third night at a worse version of the
-model: the alert fires), the report of the last night, a re-run of the middle night after the
-input tables moved on (the pinned versions give the same values; the tables keep one run per
-date), time travel to the reports as committed the night before; then the driver killed (a
-process, SIGKILL) in the middle of its table writes and right after its commit event, each
-followed by a reader's view and a completing re-run; then two jobs at once.
+Per format, one output and one test, as a night's job meets it: three nights of a job whose
+interactions and external model are read from tables at a version (the third night at a worse
+version of the model: the alert fires), the report of the last night; then, after the input
+tables moved on, re-runs of the middle night as processes: the driver killed (SIGKILL) in the
+middle of its table writes and right after its commit event, each followed by a reader's view
+(the pinned versions give the same values), then two jobs at once (the tables keep one run per
+date); last, time travel to the reports as committed on the third night.
 """
 
 from __future__ import annotations
@@ -152,41 +152,6 @@ def assert_one_run_per_date(spark, lake: Lake) -> None:
         assert table_runs(spark, lake, dataset) == set(runs.items()), dataset
 
 
-def test_three_nights_a_rerun_and_time_travel(spark, lake: Lake) -> None:
-    done = {date: run_job(spark, lake.config(date)) for date in DATES}
-    assert [done[d].commit.judgement.status for d in DATES] == [
-        "succeeded",
-        "succeeded",
-        "regressed",
-    ]
-    assert any("ext" in alert for alert in done[DATES[2]].commit.judgement.alerts)
-    stability = read_reports(spark, lake.output, dataset="metrics", dates=DATES[1])
-    assert stability.filter("metric = 'stability_rbo'").count() > 0  # last night's lists read
-    database = lake.raw["output"]["catalog"]["database"]
-    assert spark.table(f"{database}.metrics").filter(f"run_date = '{DATES[2]}'").count() > 0
-    html = render_report(spark, lake.output, date=DATES[2]).read_text(encoding="utf-8")
-    assert "ext" in html and DATES[2] in html
-    night = view(spark, lake)
-    old = done[DATES[1]].commit.run_id
-
-    write_input(spark, lake, "log", crafted_log(reconsumed=True))  # the input moves on
-    rerun = run_job(spark, lake.config(DATES[1])).commit.run_id
-    now = view(spark, lake)
-    assert others(now, DATES[1]) == others(night, DATES[1])
-    for dataset in ("metrics", "runs", "lists"):
-        key = (dataset, DATES[1])
-        if dataset != "runs":  # the same pinned input versions: the same rows
-            assert values(now[key], rerun) == values(night[key], old), dataset
-    assert_one_run_per_date(spark, lake)
-
-    last_night = done[DATES[2]].commit.run_id  # time travel: as committed last night
-    for dataset in ("metrics", "runs"):
-        travelled = read_reports(spark, lake.output, dataset=dataset, as_of=last_night).collect()
-        assert sorted(repr(tuple(r)) for r in travelled) == sorted(
-            row for (name, _), rows in night.items() if name == dataset for row in rows
-        )
-
-
 def kill_when(config: Path, happened: Callable[[], bool], *, timeout: float = 600) -> None:
     """Run the job as a process and SIGKILL its process group once ``happened()``."""
     import os
@@ -223,25 +188,44 @@ def table_commits(lake: Lake, dataset: str) -> int:
     return len(list(folder.glob("v*.metadata.json")))  # not a writer's temporary file
 
 
-def test_killed_drivers_lose_nothing_and_two_writers_commit_one_run(spark, lake: Lake) -> None:
-    before, runs = view(spark, lake), committed(spark, lake)
+def test_three_nights_killed_reruns_two_writers_and_time_travel(spark, lake: Lake) -> None:
+    done = {date: run_job(spark, lake.config(date)) for date in DATES}
+    assert [done[d].commit.judgement.status for d in DATES] == [
+        "succeeded",
+        "succeeded",
+        "regressed",
+    ]
+    assert any("ext" in alert for alert in done[DATES[2]].commit.judgement.alerts)
+    stability = read_reports(spark, lake.output, dataset="metrics", dates=DATES[1])
+    assert stability.filter("metric = 'stability_rbo'").count() > 0  # last night's lists read
+    database = lake.raw["output"]["catalog"]["database"]
+    assert spark.table(f"{database}.metrics").filter(f"run_date = '{DATES[2]}'").count() > 0
+    html = render_report(spark, lake.output, date=DATES[2]).read_text(encoding="utf-8")
+    assert "ext" in html and DATES[2] in html
+    night, runs = view(spark, lake), committed(spark, lake)
+    assert_one_run_per_date(spark, lake)
+
+    # a re-run of the middle night after the input moved on, its driver killed mid-write
+    write_input(spark, lake, "log", crafted_log(reconsumed=True))
     date = DATES[1]
     config = lake.config_file(date)
     appended = table_commits(lake, "metrics")
-    kill_when(config, lambda: table_commits(lake, "metrics") > appended)  # mid-write
-    assert committed(spark, lake) == runs and view(spark, lake) == before
+    kill_when(config, lambda: table_commits(lake, "metrics") > appended)
+    assert committed(spark, lake) == runs and view(spark, lake) == night
     leftovers = table_runs(spark, lake, "metrics") - set(runs.items())
     assert leftovers and {d for d, _ in leftovers} == {date}  # its rows are there, unseen
 
+    # killed right after its commit event, before its clean-up: committed, and as the pinned
+    # input versions give the same values, the same rows as the night before
     known = commit_events(lake)
-    kill_when(config, lambda: len(commit_events(lake)) > len(known))  # before its clean-up
+    kill_when(config, lambda: len(commit_events(lake)) > len(known))
     (killed,) = {name.split(".")[0] for name in commit_events(lake) - known}
     after = view(spark, lake)
     assert committed(spark, lake) == {**runs, date: killed}
-    assert others(after, date) == others(before, date)
+    assert others(after, date) == others(night, date)
     for (dataset, day), rows in after.items():
         if day == date and dataset != "runs":
-            assert values(rows, killed) == values(before[(dataset, day)], runs[date]), dataset
+            assert values(rows, killed) == values(night[(dataset, day)], runs[date]), dataset
 
     jobs = [  # two at once: one commits (or both, one after the other), and cleans up
         start_evaluate(config, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -256,7 +240,14 @@ def test_killed_drivers_lose_nothing_and_two_writers_commit_one_run(spark, lake:
     final = committed(spark, lake)
     assert others(final, date) == others(runs, date) and final[date] not in (killed, runs[date])
     assert_one_run_per_date(spark, lake)
-    assert others(view(spark, lake), date) == others(before, date)
+    assert others(view(spark, lake), date) == others(night, date)
+
+    last_night = done[DATES[2]].commit.run_id  # time travel: as committed on the third night
+    for dataset in ("metrics", "runs"):
+        travelled = read_reports(spark, lake.output, dataset=dataset, as_of=last_night).collect()
+        assert sorted(repr(tuple(r)) for r in travelled) == sorted(
+            row for (name, _), rows in night.items() if name == dataset for row in rows
+        )
 
 
 def others(mapping: dict, date: str) -> dict:

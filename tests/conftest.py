@@ -51,6 +51,7 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", f"{SHORT_LIVED_JVM} {jvm_options(JVM_
 # FIXTURE_MARKERS.
 SLOW_MARKERS = (
     "shared_data",
+    "real_data",
     "deployment",
     "cluster",
     "connect",

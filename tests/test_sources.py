@@ -114,17 +114,21 @@ def test_where_is_pushed_down_to_the_files(spark, tmp_path, capsys) -> None:
 
 
 def test_a_where_window_restricts_the_run(spark, tmp_path) -> None:
-    """Users 5 and 6 (the cold users) left out at the read equal a log without them."""
+    """Users 5 and 6 (the cold users) left out at the read: the protocol receives the rows of
+    a log without them (so every number is that log's), and the job evaluates the 4 others."""
     log = crafted_log(reconsumed=False)
-    raw = crafted_job_config(tmp_path, log[log.user_id <= 4], POPULARITY)
-    assert _cli(raw, tmp_path, spark) == 0
-    expected = _values(spark, tmp_path / "reports")
-    windowed = tmp_path / "full"
-    windowed.mkdir()
-    raw = crafted_job_config(windowed, log, POPULARITY)
+    raw = crafted_job_config(tmp_path, log, POPULARITY)
     raw["data"]["interactions"]["where"] = "user_id <= 4"
-    assert _cli(raw, windowed, spark) == 0
-    assert _values(spark, windowed / "reports") == expected
+    without = tmp_path / "without.parquet"
+    log[log.user_id <= 4].to_parquet(without, index=False)
+    windowed = InteractionsSource.model_validate(raw["data"]["interactions"])
+    plain = InteractionsSource.model_validate({**raw["data"]["interactions"], "where": None})
+    assert _canonical(spark, windowed) == _canonical(
+        spark, plain.model_copy(update={"path": str(without)})
+    )
+    assert _cli(raw, tmp_path, spark) == 0
+    users = {key[1]: n for key, (_, n, *_) in _values(spark, tmp_path / "reports").items()}
+    assert users["all"] == users["warm"] == 4 and not users.get("cold")
 
 
 def test_reader_options_reach_the_reader(spark, tmp_path) -> None:

@@ -136,6 +136,7 @@ def reference_values(ratings, items, external) -> pd.DataFrame:
     )
 
 
+@pytest.mark.real_data
 def test_custom_metrics_equal_pandas_on_ml_latest_small(latest):
     _, committed, _, ratings, items, external = latest
     expected = reference_values(ratings, items, external)
@@ -156,6 +157,7 @@ def test_custom_metrics_equal_pandas_on_ml_latest_small(latest):
         assert got.loc[(model, k, "provider_exposure")]["std"] > 0  # a bootstrap interval
 
 
+@pytest.mark.real_data
 def test_custom_metrics_get_comparisons_checks_and_report_rows(latest):
     outcome, _, markdown, *_ = latest
     tests = [c for c in outcome.comparisons if c.metric in ("revenue_hit", "provider_share")]

@@ -152,15 +152,15 @@ def _nullable(data_type: T.DataType) -> T.DataType:
 
 
 def latest_version(spark: SparkSession, name: str, table_format: str) -> int:
-    """The table's current Delta version or Iceberg snapshot id."""
+    """The table's current Delta version or Iceberg snapshot id: for Iceberg the snapshot its
+    ``main`` branch points to (the ``refs`` metadata table), not the newest ``committed_at``,
+    which two commits within one millisecond would share."""
     if table_format == "delta":
         row = spark.sql(f"DESCRIBE HISTORY {name} LIMIT 1").first()
         assert row is not None  # a table has at least its creating version
         return int(row["version"])
-    row = spark.sql(
-        f"SELECT snapshot_id FROM {name}.snapshots ORDER BY committed_at DESC LIMIT 1"
-    ).first()
-    assert row is not None  # the append made one
+    row = spark.sql(f"SELECT snapshot_id FROM {name}.refs WHERE name = 'main'").first()
+    assert row is not None  # the append made one, and a table's current state is main
     return int(row["snapshot_id"])
 
 

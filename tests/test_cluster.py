@@ -98,10 +98,6 @@ FAULT_LINES = re.compile(  # what the driver logs about a lost executor and the 
     r"Lost executor|Lost task|Executor lost|is now LOST|Shuffle files lost|FetchFailed|"
     r"Resubmitt|No more replicas|Missing an output location|Retrying"
 )
-# The cluster's JVMs (master, workers, the executors) live for one job of small Spark jobs, like
-# the driver (SPARK_SUBMIT_OPTS, tests/conftest.py): C1 only, whose compiler threads cost a
-# fraction of C2's; results do not change (Java's floating point is strict since 17)
-C1_ONLY = "-XX:TieredStopAtLevel=1"
 KILL_AFTER = 40  # tasks the victim's executor finishes before the kill (hundreds in the job)
 
 T = TypeVar("T")
@@ -209,7 +205,6 @@ class Cluster:
             SPARK_LOG_DIR=str(self.root / "logs"),
             SPARK_DAEMON_MEMORY="512m",  # the master and worker JVMs themselves
             SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false",  # no REST server on :6066
-            SPARK_DAEMON_JAVA_OPTS=C1_ONLY,  # the master and workers live for one test
         )
         return env
 
@@ -446,8 +441,6 @@ def submit_command(cluster: Cluster, package: Path, data: Path, probes: Probes, 
         "1g",
         "--conf",
         "spark.executor.memory=512m",
-        "--conf",
-        f"spark.executor.extraJavaOptions={C1_ONLY}",
         "--conf",
         f"spark.pyspark.driver.python={probes.python('driver')}",
         "--conf",

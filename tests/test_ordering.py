@@ -5,6 +5,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from helpers import sql_conf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
@@ -18,16 +19,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "receval_spark"
 def many_ranges(spark):
     """Adaptive execution would coalesce these tiny tables into one range; keep every range
     (as on data large enough to fill them), so the offsets between ranges are exercised."""
-    settings = {
+    ranges = {
         "spark.sql.adaptive.coalescePartitions.enabled": "false",
         "spark.sql.shuffle.partitions": "4",  # whatever an earlier test of the session left
     }
-    before = {key: spark.conf.get(key) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    yield spark
-    for key, value in before.items():
-        spark.conf.set(key, value)
+    with sql_conf(spark, ranges):
+        yield spark
 
 
 def _expected(rows: list[tuple[int, int]]) -> dict[int, tuple[int, int]]:
@@ -93,11 +90,8 @@ def test_many_ranges_are_used(many_ranges):
 def without_adaptive_execution(many_ranges):
     """AQE off (as a user's ``spark.conf`` may set it): each use of a range exchange is then
     executed, and its bounds sampled, on its own, with no query stage to reuse."""
-    spark = many_ranges
-    before = spark.conf.get("spark.sql.adaptive.enabled")
-    spark.conf.set("spark.sql.adaptive.enabled", "false")
-    yield spark
-    spark.conf.set("spark.sql.adaptive.enabled", before)
+    with sql_conf(many_ranges, {"spark.sql.adaptive.enabled": "false"}):
+        yield many_ranges
 
 
 def test_positions_hold_when_the_range_bounds_would_be_sampled_twice(without_adaptive_execution):

@@ -121,10 +121,10 @@ def test_a_where_window_restricts_the_run(spark, tmp_path) -> None:
     raw["data"]["interactions"]["where"] = "user_id <= 4"
     without = tmp_path / "without.parquet"
     log[log.user_id <= 4].to_parquet(without, index=False)
-    windowed = InteractionsSource.model_validate(raw["data"]["interactions"])
-    plain = InteractionsSource.model_validate({**raw["data"]["interactions"], "where": None})
-    assert _canonical(spark, windowed) == _canonical(
-        spark, plain.model_copy(update={"path": str(without)})
+    windowed = raw["data"]["interactions"]
+    plain = {**windowed, "where": None, "path": str(without)}
+    assert _canonical(spark, InteractionsSource.model_validate(windowed)) == _canonical(
+        spark, InteractionsSource.model_validate(plain)
     )
     assert _cli(raw, tmp_path, spark) == 0
     users = {key[1]: n for key, (_, n, *_) in _values(spark, tmp_path / "reports").items()}

@@ -100,8 +100,8 @@ ACTIONS = {
 
 def record_actions() -> list[tuple[float, float, str]]:
     """Wrap the DataFrame actions (and Spark ML's ``fit``) so that each call records (start,
-    end, the two innermost receval_spark frames that called it); returns the list being
-    filled."""
+    end, the two innermost receval_spark frames that called it, cache.py's left out); returns
+    the list being filled."""
     import functools
     import importlib
     import traceback
@@ -111,7 +111,12 @@ def record_actions() -> list[tuple[float, float, str]]:
     def wrap(method):
         @functools.wraps(method)
         def timed(*args, **kwargs):
-            frames = [f for f in traceback.extract_stack()[:-1] if "/receval_spark/" in f.filename]
+            # cache.py's persist/keep are skipped: the site is the code that materialises
+            frames = [
+                f
+                for f in traceback.extract_stack()[:-1]
+                if "/receval_spark/" in f.filename and not f.filename.endswith("/cache.py")
+            ]
             site = " < ".join(
                 [method.__name__]
                 + [

@@ -16,18 +16,30 @@ made it is planned, re-optimised by AQE and reported to listeners in a fraction 
 sends its whole plan to the server to be analysed again: a crafted job as a Connect client,
 86 -> 12 s (benchmarks/README.md, job profile). A checkpoint matches no later plan, so it can
 never answer another run; its blocks go when its DataFrame is garbage-collected (over Connect,
-when the client releases it or its session ends). On a cluster master the cache keeps its
-lineage, so lost partitions are recomputed.
+when the client releases it or its session ends).
+
+On a cluster master a local checkpoint would not survive a lost executor (its blocks live there
+and the lineage that could rebuild them is cut), so :func:`persist` writes a *reliable*
+checkpoint when the session has a checkpoint directory (``spark.checkpoint.dir``, or
+``SparkContext.setCheckpointDir``; the nightly run sets one, receval_spark/run.py): files on
+the shared filesystem that every later plan starts from, which outlive any executor. Without
+one it caches, keeping the lineage, so lost partitions are recomputed; every later plan then
+carries the whole lineage, and the demo's job on ``local[2]`` with caches in place of
+checkpoints took 118 s against 50 s with reliable checkpoints (44 s local ones; the planning of
+those plans is most of the difference, benchmarks/README.md).
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from contextvars import ContextVar
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
+
+from receval_spark.spark import classic_context
 
 # A checkpoint keeps rows, not the cache's compressed column batches: deserialized, a row of the
 # log takes ~100 bytes of heap (20M rows: 2 GB). In a local session the executors share the
@@ -36,6 +48,8 @@ from pyspark.sql import DataFrame
 # completes, where serialized blocks in memory ran out of heap unrolling one (benchmarks/README.md,
 # driver memory); on ml-100k both measure the same (58.8-63.9 s).
 CHECKPOINT_LEVEL = StorageLevel.DISK_ONLY
+CHECKPOINT_DIR = "spark.checkpoint.dir"
+LOCAL_MASTER = re.compile(r"local(\[[^\]]*\])?")
 
 
 class CachedTables:
@@ -64,15 +78,18 @@ _ACTIVE: ContextVar[CachedTables | None] = ContextVar("receval_cached_tables", d
 
 def persist(df: DataFrame) -> DataFrame:
     """``df`` materialised once for the plans that read it: on a local master (classic or Spark
-    Connect) an eager ``localCheckpoint`` on local disk (module doc), elsewhere ``df.persist()``
-    (MEMORY_AND_DISK), recorded in the active :func:`tracking_cache` scope (outside one it
-    simply stays persisted).
+    Connect) an eager ``localCheckpoint`` on local disk, elsewhere an eager reliable
+    ``checkpoint`` when the session has a checkpoint directory (module doc), else
+    ``df.persist()`` (MEMORY_AND_DISK), recorded in the active :func:`tracking_cache` scope
+    (outside one it simply stays persisted).
 
     Spark keeps one cache entry per plan: when an equal plan is cached already (another
     evaluation in the session, or the caller's own ``cache()``), that entry is used as it is
     and not recorded, so releasing this scope never drops data another owner still holds."""
     if cuts_lineage(df):
         return keep(df)  # a checkpoint: nothing for the scope to release
+    if checkpoint_dir(df.sparkSession):
+        return df.checkpoint(eager=True)  # files: Spark's cleaner or the run removes them
     tables = _ACTIVE.get()
     if tables is None or _is_cached(df):
         return df.persist()
@@ -87,13 +104,30 @@ def keep(df: DataFrame) -> DataFrame:
     :func:`receval_spark.ranking.models.als.memoized_item_embeddings`). Only for small tables."""
     if cuts_lineage(df):
         return df.localCheckpoint(eager=True, storageLevel=CHECKPOINT_LEVEL)
-    return df.persist()
+    return df.persist()  # not a reliable checkpoint: a run deletes its checkpoints' files
 
 
 def cuts_lineage(df: DataFrame) -> bool:
     """Whether :func:`persist` checkpoints ``df`` locally: its session (classic, or a Spark
     Connect server's) runs on a local master."""
-    return (df.sparkSession.conf.get("spark.master", "") or "").startswith("local")
+    return local_master(df.sparkSession)
+
+
+def local_master(spark: SparkSession) -> bool:
+    """Whether the session's executors run in its driver's JVM: a ``local`` or ``local[...]``
+    master (not ``local-cluster[...]``, whose executors are JVMs of their own)."""
+    return LOCAL_MASTER.fullmatch(spark.conf.get("spark.master", "") or "") is not None
+
+
+def checkpoint_dir(spark: SparkSession) -> str | None:
+    """The folder of the session's reliable checkpoints: a classic session's
+    ``SparkContext.getCheckpointDir()`` (``spark.checkpoint.dir`` or ``setCheckpointDir``, with
+    the application's own subfolder), over Spark Connect the server's ``spark.checkpoint.dir``;
+    None when there is none."""
+    context = classic_context(spark)
+    if context is not None:
+        return context.getCheckpointDir()
+    return spark.conf.get(CHECKPOINT_DIR, None) or None
 
 
 def _is_cached(df: DataFrame) -> bool:

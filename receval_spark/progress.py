@@ -16,6 +16,8 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from receval_spark.spark import classic_context
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -86,24 +88,18 @@ class StageClock:
         if self._spark is None:
             return
         self._spark.addTag(TAG_PREFIX + stage)
-        context = _classic_context(self._spark)
+        context = classic_context(self._spark)
         if context is not None:
             if self._previous_description is None:
                 self._previous_description = context.getLocalProperty(DESCRIPTION) or ""
             context.setJobDescription(f"receval · {self._run} · {stage}")
 
     def _unlabel(self) -> None:
-        context = _classic_context(self._spark) if self._spark is not None else None
+        context = classic_context(self._spark) if self._spark is not None else None
         if context is not None and self._previous_description is not None:
-            context.setJobDescription(self._previous_description or None)
+            # None clears it (pyspark types the argument as str only)
+            context.setJobDescription(self._previous_description or None)  # type: ignore[arg-type]
         self._previous_description = None
-
-
-def _classic_context(spark: SparkSession) -> Any:
-    """The SparkContext of a classic session; None over Spark Connect (no SparkContext)."""
-    if type(spark).__module__.startswith("pyspark.sql.connect"):
-        return None
-    return spark.sparkContext  # connect-ok: guarded above (classic sessions only)
 
 
 def _number(value: Any) -> str:

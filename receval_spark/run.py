@@ -9,8 +9,9 @@ scheduler's or a notebook's Python calls it as ``rv.run_job(spark, config)``
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,12 +29,17 @@ from receval_spark.api import (
     render_report,
     write_reports,
 )
-from receval_spark.commit import refuse_if_held
+from receval_spark.cache import local_master
+from receval_spark.commit import empty_folder, refuse_if_held, report_root
 from receval_spark.config import JobConfig, SessionJobConfig
 from receval_spark.io import local_path
 from receval_spark.registry import HEADLINE_METRICS
 from receval_spark.results import AttributionRow, MetricRow
+from receval_spark.spark import classic_context
 from receval_spark.tables import require_format
+
+CHECKPOINTS = "_checkpoints"  # a cluster run's reliable checkpoints, under its output
+_OWN_CHECKPOINTS: set[str] = set()  # the checkpoint directories run_checkpoints set
 
 
 @dataclass(frozen=True)
@@ -69,15 +75,43 @@ def run_job(
     refuse_if_held(spark, job.output.path, lease_seconds=job.output.lease_seconds)
     if job.output.format != "parquet":  # fail before any work, not at the commit
         require_format(spark, job.output.format, job.output.catalog)
-    if isinstance(job, SessionJobConfig):
-        evaluation = evaluate_sessions(spark, job, keep_cached=True)
-    else:
-        evaluation = evaluate(spark, job, keep_cached=True)
-    with evaluation:
-        commit = write_reports(evaluation, judgement=judge(evaluation))
+    with run_checkpoints(spark, job.output.path):
+        if isinstance(job, SessionJobConfig):
+            evaluation = evaluate_sessions(spark, job, keep_cached=True)
+        else:
+            evaluation = evaluate(spark, job, keep_cached=True)
+        with evaluation:
+            commit = write_reports(evaluation, judgement=judge(evaluation))
     notes: list[str] = []
     report = _render(spark, commit, notes)
     return Run(evaluation, commit, report, _track(evaluation, commit, report, notes), notes)
+
+
+@contextlib.contextmanager
+def run_checkpoints(spark: SparkSession, output_path: str) -> Iterator[str | None]:
+    """The run's reliable checkpoints on a cluster master (receval_spark/cache.py): when a
+    classic session on a master other than ``local`` has no checkpoint directory, one under the
+    run's output, ``<output>/_checkpoints`` (Spark adds the application's own subfolder), whose
+    files are deleted through Spark when the block exits, failures included; a later run in
+    the same session checkpoints to that folder again (a session keeps its directory). Yields
+    the folder; None where none is ours (local checkpoints; a directory the session was given,
+    its owner's to clean; Spark Connect, whose checkpoint directory is the server's)."""
+    context = classic_context(spark)
+    if context is None or local_master(spark):
+        yield None
+        return
+    if context.getCheckpointDir() is None:
+        context.setCheckpointDir(f"{report_root(output_path)}/{CHECKPOINTS}")
+        _OWN_CHECKPOINTS.add(context.getCheckpointDir() or "")
+    folder = context.getCheckpointDir()
+    if folder is None or folder not in _OWN_CHECKPOINTS:
+        yield None
+        return
+    try:
+        yield folder
+    finally:
+        with contextlib.suppress(Exception):  # must not hide the run's own result or error
+            empty_folder(spark, folder)
 
 
 def _render(spark: SparkSession, commit: Commit, notes: list[str]) -> Path | None:

@@ -36,6 +36,9 @@ DEFAULT_CONF: Mapping[str, str] = {
     # tests) compiled everything again. Janino compiling is a quarter of the JVM's time on
     # small data (JFR); with room for every class a repeated tiny job took 12.5 -> 7.6 s.
     "spark.sql.codegen.cache.maxEntries": "1000",
+    # a cluster run's reliable checkpoints (receval_spark/cache.py) are deleted as soon as no
+    # plan holds them, not only when the run ends
+    "spark.cleaner.referenceTracking.cleanCheckpoints": "true",
 }
 
 
@@ -104,6 +107,13 @@ def build_session(config: SparkConfig, *, app_name: str, quiet: bool = False) ->
         if key.startswith("spark.sql.") and session.conf.isModifiable(key):
             session.conf.set(key, value)  # runtime SQL settings also apply to a reused session
     return session
+
+
+def classic_context(spark: SparkSession) -> SparkContext | None:
+    """The SparkContext of a classic session; None over Spark Connect (no SparkContext)."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return None
+    return spark.sparkContext  # connect-ok: guarded above (classic sessions only)
 
 
 def _start_quiet_context(settings: Mapping[str, str], *, master: str, app_name: str) -> None:

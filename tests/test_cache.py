@@ -50,3 +50,41 @@ def test_releasing_cache_also_releases_on_failure(spark) -> None:
         cached.count()
         raise RuntimeError("job failed")
     assert cached.storageLevel == StorageLevel.NONE
+
+
+@pytest.mark.parametrize(
+    ("master", "local"),
+    [
+        ("local", True),
+        ("local[2]", True),
+        ("local[*]", True),
+        ("local[4,2]", True),  # with task retries
+        ("local-cluster[2,1,1024]", False),  # executors in JVMs of their own
+        ("spark://127.0.0.1:7077", False),
+        ("yarn", False),
+        ("k8s://https://127.0.0.1:6443", False),
+    ],
+)
+def test_only_a_local_master_keeps_its_executors_in_the_driver(master, local) -> None:
+    """Local checkpoints only where a lost block is a lost driver (module doc); a
+    local-cluster's executors are JVMs of their own, as a cluster's are."""
+
+    class Conf:
+        def get(self, key, default=None):
+            return master if key == "spark.master" else default
+
+    class Session:
+        conf = Conf()
+
+    assert receval_spark.cache.local_master(Session()) is local
+
+
+def test_a_local_run_neither_sets_nor_deletes_a_checkpoint_directory(spark, tmp_path) -> None:
+    """On a local master the run checkpoints locally: no directory under its output."""
+    from receval_spark.run import run_checkpoints
+
+    before = spark.sparkContext.getCheckpointDir()
+    with run_checkpoints(spark, str(tmp_path)) as folder:
+        assert folder is None
+    assert spark.sparkContext.getCheckpointDir() == before
+    assert not (tmp_path / "_checkpoints").exists()

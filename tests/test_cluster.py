@@ -460,6 +460,14 @@ def submit_command(cluster: Cluster, package: Path, data: Path, probes: Probes, 
     ]
 
 
+def checkpointed(folder: Path) -> list[Path]:
+    """The data files of the reliable checkpoints under ``folder`` (the run's checkpoint
+    directory: one subfolder per application, in it one ``rdd-N`` folder per checkpoint)."""
+    if not folder.exists():
+        return []
+    return [p for p in folder.glob("*/rdd-*/*") if p.is_file() and not p.name.startswith(".")]
+
+
 def finished_tasks(logs: list[Path]) -> int:
     return sum(log.read_text(errors="replace").count("Finished task") for log in logs)
 
@@ -567,6 +575,7 @@ def test_demo_on_the_cluster_matches_local_mode_through_a_lost_worker(
     probes = Probes(tmp_path / "probes")
     folder = f"cluster-{tmp_path.name}"  # viewfs://receval/lake/X is viewfs_mount's folder/X
     output = f"viewfs://receval/lake/{folder}"
+    checkpoints = viewfs_mount[1] / folder / "_checkpoints"  # receval_spark/run.py
     out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
     command = [
         *submit_command(cluster, package, data, probes, output),
@@ -597,13 +606,17 @@ def test_demo_on_the_cluster_matches_local_mode_through_a_lost_worker(
             logs=(err,),
         )
         wait_until(
-            lambda: finished_tasks(cluster.executor_logs(victim_name, app["id"])) >= KILL_AFTER,
-            f"{victim_name}'s executor to finish {KILL_AFTER} tasks",
+            lambda: (
+                finished_tasks(cluster.executor_logs(victim_name, app["id"])) >= KILL_AFTER
+                and checkpointed(checkpoints)
+            ),
+            f"{victim_name}'s executor to finish {KILL_AFTER} tasks and a checkpoint to be written",
             timeout=JOB_TIMEOUT,
             alive=(proc,),
             logs=(err,),
         )
         done_before_kill = finished_tasks(cluster.executor_logs(victim_name, app["id"]))
+        written_before_kill = checkpointed(checkpoints)
         members = group_members(victim.pid)
         executors = [pid for pid, cmd in members.items() if "CoarseGrainedExecutorBackend" in cmd]
         assert executors, f"no executor in {victim_name}'s process group: {members}"
@@ -623,6 +636,12 @@ def test_demo_on_the_cluster_matches_local_mode_through_a_lost_worker(
         for worker in ("worker-1", "worker-2")
     }
     assert all(per_worker.values()), f"tasks finished per worker: {per_worker}"
+    # the intermediates were reliable checkpoints on the shared filesystem, which the lost
+    # executor could not take with it; the run deleted their files when it ended
+    assert written_before_kill, "no reliable checkpoint was written before the kill"
+    apps = sorted(p.name for p in checkpoints.iterdir())
+    assert len(apps) == 1, f"one application's checkpoint folder expected: {apps}"
+    assert not checkpointed(checkpoints), f"checkpoint files left: {checkpointed(checkpoints)[:5]}"
     assert not set(executors) & set(group_members(victim.pid)), "the executor survived the kill"
     faults = [line for line in stderr_text.splitlines() if FAULT_LINES.search(line)]
     assert any("Lost executor" in line or "ExecutorLost" in line for line in faults), (
@@ -673,7 +692,8 @@ def test_demo_on_the_cluster_matches_local_mode_through_a_lost_worker(
     print(
         f"\n{summary}\nkilled {victim_name} (pgid {victim.pid}, executor pids {executors}) "
         f"{killed_after:.0f} s into the job after its executor finished {done_before_kill} "
-        f"tasks; job finished after {seconds:.0f} s; tasks finished per worker {per_worker}; "
+        f"tasks and {len(written_before_kill)} checkpoint files were written; job finished "
+        f"after {seconds:.0f} s; tasks finished per worker {per_worker}; "
         f"Python worker starts on executors: {len(probes.starts('executor'))}; receval_spark "
         f"modules imported by executors: {len(executor)}, by the driver: {len(driver)} "
         f"(all from the shipped zip)\ndriver fault lines ({len(faults)}):\n"

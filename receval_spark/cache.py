@@ -24,9 +24,9 @@ checkpoint when the session has a checkpoint directory (``spark.checkpoint.dir``
 ``SparkContext.setCheckpointDir``; the nightly run sets one, receval_spark/run.py): files on
 the shared filesystem that every later plan starts from, which outlive any executor. Without
 one it caches, keeping the lineage, so lost partitions are recomputed; every later plan then
-carries the whole lineage, and the demo's job on ``local[2]`` with caches in place of
-checkpoints took 118 s against 50 s with reliable checkpoints (44 s local ones; the planning of
-those plans is most of the difference, benchmarks/README.md).
+carries the whole lineage, and planning those plans dominates: the deployment demo on
+``local-cluster[2,1,1024]`` took 185 s cached, 95 s with reliable checkpoints
+(benchmarks/README.md, "Checkpoints on a cluster").
 """
 
 from __future__ import annotations

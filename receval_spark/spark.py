@@ -109,7 +109,7 @@ def build_session(config: SparkConfig, *, app_name: str, quiet: bool = False) ->
     return session
 
 
-def classic_context(spark: SparkSession) -> SparkContext | None:
+def classic_context(spark: SparkSession) -> SparkContext | None:  # connect-ok: None there
     """The SparkContext of a classic session; None over Spark Connect (no SparkContext)."""
     if type(spark).__module__.startswith("pyspark.sql.connect"):
         return None

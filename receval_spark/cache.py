@@ -107,6 +107,17 @@ def keep(df: DataFrame) -> DataFrame:
     return df.persist()  # not a reliable checkpoint: a run deletes its checkpoints' files
 
 
+def checkpoint(df: DataFrame) -> DataFrame:
+    """``df`` materialised with its lineage cut whatever the master, for iterative rounds whose
+    plans would otherwise nest without bound (the session filters): a reliable checkpoint on a
+    cluster master with a checkpoint directory (module doc), else a local checkpoint (Spark's
+    default level); on a cluster without a directory a lost executor then fails the job, so
+    give ``spark.checkpoint.dir`` there (the nightly run sets one)."""
+    if not cuts_lineage(df) and checkpoint_dir(df.sparkSession):
+        return df.checkpoint(eager=True)
+    return df.localCheckpoint(eager=True)
+
+
 def cuts_lineage(df: DataFrame) -> bool:
     """Whether :func:`persist` checkpoints ``df`` locally: its session (classic, or a Spark
     Connect server's) runs on a local master."""

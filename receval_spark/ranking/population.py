@@ -112,7 +112,12 @@ def evaluated_population(
     if "activity" in settings.segments:
         thresholds = activity_thresholds(activity_counts(users, history)).collect()[0][0]
         activity = ActivityQuartiles(thresholds)
-    segments = user_segments(users, history, segments=settings.segments)
+    segments = user_segments(
+        users,
+        history,
+        segments=settings.segments,
+        thresholds=activity.thresholds if activity is not None else None,
+    )
     return Population(
         history=history,
         truth=truth,

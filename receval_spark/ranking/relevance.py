@@ -75,11 +75,18 @@ def activity_thresholds(counts: DataFrame) -> DataFrame:
     )
 
 
-def user_segments(users: DataFrame, history: DataFrame, *, segments: Sequence[str]) -> DataFrame:
+def user_segments(
+    users: DataFrame,
+    history: DataFrame,
+    *,
+    segments: Sequence[str],
+    thresholds: Sequence[float] | None = None,
+) -> DataFrame:
     """(user_id, segment): every evaluated user is in ``all``; ``warm`` users have train
     interactions, ``cold`` users have none; ``activity=q1..q4`` buckets warm users by their
     train interaction count c against the quartiles t1 <= t2 <= t3 of c over warm evaluated
-    users: q1 c <= t1, q2 t1 < c <= t2, q3 t2 < c <= t3, q4 c > t3 (users with equal counts
+    users (``thresholds``, :func:`activity_thresholds` collected; None when no evaluated user
+    is warm): q1 c <= t1, q2 t1 < c <= t2, q3 t2 < c <= t3, q4 c > t3 (users with equal counts
     share a bucket, so buckets can differ in size). Each segment only when configured."""
     counts = activity_counts(users, history)
     warm = F.col("n_train") > 0
@@ -89,8 +96,8 @@ def user_segments(users: DataFrame, history: DataFrame, *, segments: Sequence[st
     if "cold" in segments:
         names.append(F.when(~warm, F.lit("cold")))
     if "activity" in segments:
-        counts = counts.crossJoin(F.broadcast(activity_thresholds(counts)))
-        t = [F.col("thresholds")[i] for i in range(len(ACTIVITY_QUANTILES))]
+        quartiles: Sequence[float | None] = thresholds or [None] * len(ACTIVITY_QUANTILES)
+        t = [F.lit(q).cast("double") for q in quartiles]
         c = F.col("n_train")
         names.append(
             F.when(~warm, None)

@@ -1,8 +1,9 @@
 """Session data (docs/sessions.md): standard preprocessing with recorded counts, the time
 split, and the expansion of test sessions into prediction events.
 
-The iterative filters checkpoint each round's clicks (``localCheckpoint``): without it every
-round would nest the previous rounds' plans and the query plan grows until the driver fails.
+The iterative filters checkpoint each round's clicks (:func:`receval_spark.cache.checkpoint`):
+without it every round would nest the previous rounds' plans and the query plan grows until the
+driver fails.
 
 Clicks are canonical ``(session_id, item_id, timestamp, order)``; within a session they are
 ordered by (timestamp, order, item_id), the item id only breaking exact ties.
@@ -18,6 +19,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from receval_spark.cache import checkpoint
 from receval_spark.columns import ITEM, ORDER, POSITION, SESSION, TARGET, TIMESTAMP
 from receval_spark.config.session_job import SessionPreprocessing
 from receval_spark.errors import ConfigError, InputError
@@ -80,9 +82,9 @@ def filter_until_stable(
     there are at most ``n_clicks`` rounds), else one round and the session filter again
     (GRU4Rec). Returns the filtered clicks and one counted step per filter.
 
-    Every filter's result is checkpointed (``localCheckpoint``, eager: materialised, lineage
-    cut), so a round's plan is two windows over the previous round's stored rows however many
-    rounds came before.
+    Every filter's result is checkpointed (:func:`receval_spark.cache.checkpoint`, eager:
+    materialised, lineage cut), so a round's plan is two windows over the previous round's
+    stored rows however many rounds came before.
     """
     steps: list[dict[str, Any]] = []
     current = clicks
@@ -90,9 +92,7 @@ def filter_until_stable(
     while True:
         round_ += 1
         before = n_clicks
-        current = drop_short_sessions(
-            current, min_length=config.min_session_length
-        ).localCheckpoint()
+        current = checkpoint(drop_short_sessions(current, min_length=config.min_session_length))
         steps.append(
             {
                 "step": f"drop sessions shorter than {config.min_session_length}",
@@ -100,7 +100,7 @@ def filter_until_stable(
                 **click_counts(current),
             }
         )
-        current = drop_rare_items(current, min_support=config.min_item_support).localCheckpoint()
+        current = checkpoint(drop_rare_items(current, min_support=config.min_item_support))
         steps.append(
             {
                 "step": f"drop items with fewer than {config.min_item_support} clicks",
@@ -112,9 +112,7 @@ def filter_until_stable(
         if not config.repeat_until_stable or n_clicks == before:
             break
     if not config.repeat_until_stable:
-        current = drop_short_sessions(
-            current, min_length=config.min_session_length
-        ).localCheckpoint()
+        current = checkpoint(drop_short_sessions(current, min_length=config.min_session_length))
         steps.append(
             {"step": "drop sessions left shorter than the minimum", **click_counts(current)}
         )
@@ -166,7 +164,7 @@ def preprocess_sessions(clicks: DataFrame, config: SessionPreprocessing) -> Sess
     steps += filtered
 
     cut = _cut(current, config)
-    labelled = split_labels(current, cut, config).localCheckpoint()
+    labelled = checkpoint(split_labels(current, cut, config))
     train = labelled.filter(F.col("_part") == "train").drop("_part")
     test = labelled.filter(F.col("_part") == "test").drop("_part")
     if config.recent_fraction is not None:
@@ -178,7 +176,7 @@ def preprocess_sessions(clicks: DataFrame, config: SessionPreprocessing) -> Sess
                 **click_counts(train),
             }
         )
-    train = train.localCheckpoint()
+    train = checkpoint(train)
     steps.append({"step": "time split", "part": "train", **click_counts(train)})
     steps.append({"step": "time split", "part": "test", **click_counts(test)})
     if config.split_by == "start":
@@ -194,7 +192,7 @@ def preprocess_sessions(clicks: DataFrame, config: SessionPreprocessing) -> Sess
     steps.append(
         {"step": "drop test clicks on items not in train", "part": "test", **click_counts(test)}
     )
-    test = drop_short_sessions(test, min_length=2).localCheckpoint()
+    test = checkpoint(drop_short_sessions(test, min_length=2))
     steps.append(
         {"step": "drop test sessions shorter than 2", "part": "test", **click_counts(test)}
     )

@@ -7,7 +7,12 @@ from chispa import assert_df_equality
 from pydantic import ValidationError
 
 from receval_spark.config import RelevanceConfig
-from receval_spark.ranking.relevance import relevant_items, user_segments
+from receval_spark.ranking.relevance import (
+    activity_counts,
+    activity_thresholds,
+    relevant_items,
+    user_segments,
+)
 
 TEST_SCHEMA = "user_id int, item_id int, rating double"
 TRUTH_SCHEMA = "user_id int, item_id int, grade double"
@@ -221,3 +226,23 @@ def test_user_segments_only_the_configured_ones_besides_all(spark):
         ignore_row_order=True,
         ignore_nullable=True,
     )
+
+
+def test_activity_buckets_by_the_quartiles_of_the_warm_evaluated_users(spark):
+    """Train counts 1, 2, 3, 4, 8 (user 6 cold, user 7 not evaluated): numpy's linear
+    quartiles of [1, 2, 3, 4, 8] are 2, 3, 4; q1 c <= 2, q2 c <= 3, q3 c <= 4, q4 above."""
+    users = spark.createDataFrame([(u,) for u in range(1, 7)], "user_id int")
+    counts = {1: 1, 2: 2, 3: 3, 4: 4, 5: 8, 7: 50}
+    history = spark.createDataFrame(
+        [(u, i) for u, n in counts.items() for i in range(n)], "user_id int, item_id int"
+    )
+
+    thresholds = activity_thresholds(activity_counts(users, history)).collect()[0][0]
+    segments = user_segments(users, history, segments=["activity"], thresholds=thresholds)
+
+    assert thresholds == [2.0, 3.0, 4.0]
+    bucket = {1: "q1", 2: "q1", 3: "q2", 4: "q3", 5: "q4"}
+    expected = [(u, "all") for u in range(1, 7)] + [(u, f"activity={q}") for u, q in bucket.items()]
+    assert sorted(map(tuple, segments.collect())) == sorted(expected)
+    cold = user_segments(users, history.filter("user_id = 7"), segments=["activity"])
+    assert sorted(map(tuple, cold.collect())) == [(u, "all") for u in range(1, 7)]

@@ -164,11 +164,11 @@ def _with_remote(overrides: tuple[str, ...], remote: str | None) -> tuple[str, .
 
 def _run(config: JobConfig | SessionJobConfig, *, verbose: bool) -> Run:
     """Start (or reuse) Spark, run the job through the public run shell
-    (receval_spark.run.run_job), stop what we started; print where the report went and what
-    the shell could not do."""
+    (receval_spark.run.run_job), delete its checkpoints on a cluster, stop what we started;
+    print where the report went and what the shell could not do."""
     from pyspark.sql import SparkSession  # imported late: --help and config errors stay fast
 
-    from receval_spark.run import run_job
+    from receval_spark.run import delete_run_checkpoints, run_job
     from receval_spark.spark import build_session
 
     owns_session = SparkSession.getActiveSession() is None
@@ -178,6 +178,7 @@ def _run(config: JobConfig | SessionJobConfig, *, verbose: bool) -> Run:
         with _progress_lines(_given("quiet")), quieted:
             done = run_job(spark, config)
     finally:
+        delete_run_checkpoints(spark)  # nothing reads the run's DataFrames after this
         if owns_session:
             spark.stop()
     if done.report is not None:

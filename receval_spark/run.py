@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from receval_spark.spark import classic_context
 from receval_spark.tables import require_format
 
 CHECKPOINTS = "_checkpoints"  # a cluster run's reliable checkpoints, under its output
-_OWN_CHECKPOINTS: set[str] = set()  # the checkpoint directories run_checkpoints set
+_OWN_CHECKPOINTS: set[str] = set()  # the checkpoint directories use_run_checkpoints set
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,10 @@ def run_job(
     :class:`SessionJobConfig`, a session job), judge it against the reports at
     ``output.path``, commit, render the report and track. Raises ConfigError / InputError
     (nothing written), WriterConflict when a live writer holds the output (checked before any
-    work), and the commit's own errors."""
+    work), and the commit's own errors. On a cluster master the intermediates are checkpoint
+    files under ``<output>/_checkpoints`` (:func:`use_run_checkpoints`), which the returned
+    run's lazy datasets read: Spark's cleaner deletes them once nothing references them
+    (``spark.cleaner.referenceTracking.cleanCheckpoints``), the command line when it ends."""
     job: JobConfig | SessionJobConfig
     if protocol == "session" or isinstance(config, SessionJobConfig):
         job = load_job_config(config, SessionJobConfig)
@@ -75,42 +78,45 @@ def run_job(
     refuse_if_held(spark, job.output.path, lease_seconds=job.output.lease_seconds)
     if job.output.format != "parquet":  # fail before any work, not at the commit
         require_format(spark, job.output.format, job.output.catalog)
-    with run_checkpoints(spark, job.output.path):
-        if isinstance(job, SessionJobConfig):
-            evaluation = evaluate_sessions(spark, job, keep_cached=True)
-        else:
-            evaluation = evaluate(spark, job, keep_cached=True)
-        with evaluation:
-            commit = write_reports(evaluation, judgement=judge(evaluation))
+    use_run_checkpoints(spark, job.output.path)
+    if isinstance(job, SessionJobConfig):
+        evaluation = evaluate_sessions(spark, job, keep_cached=True)
+    else:
+        evaluation = evaluate(spark, job, keep_cached=True)
+    with evaluation:
+        commit = write_reports(evaluation, judgement=judge(evaluation))
     notes: list[str] = []
     report = _render(spark, commit, notes)
     return Run(evaluation, commit, report, _track(evaluation, commit, report, notes), notes)
 
 
-@contextlib.contextmanager
-def run_checkpoints(spark: SparkSession, output_path: str) -> Iterator[str | None]:
-    """The run's reliable checkpoints on a cluster master (receval_spark/cache.py): when a
-    classic session on a master other than ``local`` has no checkpoint directory, one under the
-    run's output, ``<output>/_checkpoints`` (Spark adds the application's own subfolder), whose
-    files are deleted through Spark when the block exits, failures included; a later run in
-    the same session checkpoints to that folder again (a session keeps its directory). Yields
-    the folder; None where none is ours (local checkpoints; a directory the session was given,
-    its owner's to clean; Spark Connect, whose checkpoint directory is the server's)."""
+def use_run_checkpoints(spark: SparkSession, output_path: str) -> str | None:
+    """A run's reliable checkpoints on a cluster master (receval_spark/cache.py): when a
+    classic session on a master other than ``local`` has no checkpoint directory, set one under
+    the run's output, ``<output>/_checkpoints`` (Spark adds the application's own subfolder; a
+    later run in the session keeps it). Returns the session's checkpoint folder when it is one
+    set here, else None (local checkpoints; a directory the session was given, its owner's to
+    clean; Spark Connect, whose checkpoint directory is the server's)."""
     context = classic_context(spark)
     if context is None or local_master(spark):
-        yield None
-        return
-    if context.getCheckpointDir() is None:
-        context.setCheckpointDir(f"{report_root(output_path)}/{CHECKPOINTS}")
-        _OWN_CHECKPOINTS.add(context.getCheckpointDir() or "")
+        return None
     folder = context.getCheckpointDir()
-    if folder is None or folder not in _OWN_CHECKPOINTS:
-        yield None
-        return
-    try:
-        yield folder
-    finally:
-        with contextlib.suppress(Exception):  # must not hide the run's own result or error
+    if folder is None:
+        context.setCheckpointDir(f"{report_root(output_path)}/{CHECKPOINTS}")
+        folder = context.getCheckpointDir()
+        _OWN_CHECKPOINTS.update([folder] if folder else [])
+    return folder if folder in _OWN_CHECKPOINTS else None
+
+
+def delete_run_checkpoints(spark: SparkSession) -> None:
+    """Delete, through Spark, the files of the checkpoint folder :func:`use_run_checkpoints`
+    set for the session: for the command line once its run is done, since a returned
+    :class:`Run`'s lazy datasets (``per_user``, ``long_tail``, ``lists``) read them. Best
+    effort: a lost connection must not hide the run's own result or error."""
+    context = classic_context(spark)
+    folder = context.getCheckpointDir() if context is not None else None
+    if folder in _OWN_CHECKPOINTS:
+        with contextlib.suppress(Exception):
             empty_folder(spark, folder)
 
 

@@ -81,10 +81,10 @@ def test_only_a_local_master_keeps_its_executors_in_the_driver(master, local) ->
 
 def test_a_local_run_neither_sets_nor_deletes_a_checkpoint_directory(spark, tmp_path) -> None:
     """On a local master the run checkpoints locally: no directory under its output."""
-    from receval_spark.run import run_checkpoints
+    from receval_spark.run import delete_run_checkpoints, use_run_checkpoints
 
     before = spark.sparkContext.getCheckpointDir()
-    with run_checkpoints(spark, str(tmp_path)) as folder:
-        assert folder is None
+    assert use_run_checkpoints(spark, str(tmp_path)) is None
+    delete_run_checkpoints(spark)
     assert spark.sparkContext.getCheckpointDir() == before
     assert not (tmp_path / "_checkpoints").exists()

@@ -95,9 +95,8 @@ def user_segments(
         names.append(F.when(warm, F.lit("warm")))
     if "cold" in segments:
         names.append(F.when(~warm, F.lit("cold")))
-    if "activity" in segments:
-        quartiles: Sequence[float | None] = thresholds or [None] * len(ACTIVITY_QUANTILES)
-        t = [F.lit(q).cast("double") for q in quartiles]
+    if "activity" in segments and thresholds is not None:  # None: no warm user to bucket
+        t = [F.lit(float(q)) for q in thresholds]
         c = F.col("n_train")
         names.append(
             F.when(~warm, None)

@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-all setup jars lake lint bench docs
+.PHONY: demo test test-all setup jars lake lint check bench docs
 SCALE ?= small
 # two pytest workers, each running whole modules or groups of them (tests/conftest.py:
 # SHARED_GROUPS), in the order conftest gives; XDIST= runs the tests in this process
@@ -28,25 +28,29 @@ jars: setup
 
 # Delta Lake and Iceberg (docs/tables.md): .venv-lake (pyspark 4.1) and the jars of tests/lake_env.py,
 # built and fetched once; `tests/lake_env.py test` runs tests/lake there (skipped with the reason
-# when PyPI or Maven Central cannot be reached)
-lake: setup
-	$(BIN)/python tests/lake_env.py
+# when PyPI or Maven Central cannot be reached); run by the system Python, not .venv's, so that
+# `make -j2` (.ci/run) builds the two environments at once
+lake:
+	$(PYTHON) tests/lake_env.py
 
 lint: setup
 	$(BIN)/ruff check .
 
-# the contributors' loop: unit tests and in-process integration on tiny data
-# (tiers: docs/contributing.md, Tests)
-test: setup jars
+# ruff and mypy (strict on the public API)
+check: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+
+# the contributors' loop: unit tests and in-process integration on tiny data
+# (tiers: docs/contributing.md, Tests)
+test: setup jars check
 	$(BIN)/python -m pytest $(XDIST) -m "not slow"
 
 # everything, as .ci/run: also the real-data parity (../shared/data), the demo as users run it,
-# the standalone cluster, Spark Connect, the browser, the notebook and the fault tests
-test-all: setup jars lake docs
-	$(BIN)/ruff check .
-	$(BIN)/mypy
+# the standalone cluster, Spark Connect, the browser, the notebook and the fault tests;
+# `make -j2 test-all` (.ci/run) prepares on both cores: the two environments at once, then the
+# jars, the docs and the checks, before pytest
+test-all: setup jars lake docs check
 	$(BIN)/python -m pytest $(XDIST)
 
 # the documentation site (docs/, mkdocs.yml; its reference pages generated from the code),

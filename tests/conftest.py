@@ -158,7 +158,7 @@ TEST_SESSION_CONF = {
     "spark.ui.retainedTasks": "1000",
     "spark.ui.dagGraph.retainedRootRDDs": "50",
     # after SPARK_SUBMIT_OPTS on the driver's command line, so this JVM keeps C2 (see above)
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=4",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=4 -XX:+UseParallelGC",
     # most tests run tiny jobs in this session: -10% time for the in-process tiers' jobs
     **INTERPRETED,
 }

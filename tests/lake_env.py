@@ -4,11 +4,12 @@ environment, ``.venv-lake``, on pyspark 4.1 (inside the project's range) with th
 for Spark 4.1 and Scala 2.13.
 
 ``python tests/lake_env.py`` (``make lake``, run by ``make test-all``; ``make demo`` needs none
-of it) builds ``.venv-lake`` (the pins below, the project editable, pytest) unless it holds
-them already, and fetches the three jars once with Maven into ``$RECEVAL_JARS`` (default
-``~/.cache/receval_spark/jars``), outside the repository; nothing is fetched again when they
-are there. ``python tests/lake_env.py test`` then runs tests/lake in that environment. Where
-PyPI or Maven Central cannot be reached it says why and the tests skip with that reason."""
+of it) builds ``.venv-lake`` (the pins below, the project's dependencies, the project linked by
+a ``.pth`` file) unless it holds them already, and fetches the three jars once with Maven into
+``$RECEVAL_JARS`` (default ``~/.cache/receval_spark/jars``), outside the repository; nothing is
+fetched again when they are there. ``python tests/lake_env.py test`` then runs tests/lake in
+that environment. Where PyPI or Maven Central cannot be reached it says why and the tests skip
+with that reason."""
 
 from __future__ import annotations
 
@@ -82,18 +83,32 @@ def fetch_jars() -> None:
         shutil.copytree(partial, FOLDER)
 
 
+def requirements() -> list[str]:
+    """The project's own dependencies (pyproject.toml) and the lake's pins."""
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return [*project["dependencies"], *PACKAGES]
+
+
 def build_venv() -> None:
-    """``.venv-lake`` with the pins and the project (editable), unless it has them."""
-    wanted = "\n".join(PACKAGES) + "\n"
+    """``.venv-lake`` with the pins, the project's dependencies and the project itself, unless it
+    has them. The project is linked by a ``.pth`` file (what an editable install amounts to)
+    rather than built: a build writes ``receval_spark.egg-info`` into the source folder, which
+    ``make setup`` builds at the same time under ``make -j2`` (``.ci/run``)."""
+    wanted = "\n".join(requirements()) + "\n"
     if STAMP.exists() and STAMP.read_text(encoding="utf-8") == wanted:
         return
     python = VENV / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    pip = [str(python), "-m", "pip", "install", "--quiet", *PACKAGES, "-e", str(REPO)]
+    pip = [str(python), "-m", "pip", "install", "--quiet", *requirements()]
     proc = subprocess.run(pip, capture_output=True, text=True, timeout=TIMEOUT, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"pip could not build {VENV}: {proc.stderr.strip()[-300:]}")
+    where = [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
+    site = Path(subprocess.run(where, capture_output=True, text=True, check=True).stdout.strip())
+    (site / "receval_spark_repo.pth").write_text(f"{REPO}\n", encoding="utf-8")
     STAMP.write_text(wanted, encoding="utf-8")
 
 

@@ -460,20 +460,29 @@ EPHEMERAL_PORTS = tuple(
 PRIVATE_PORTS_FROM = 10_000
 
 
+GIVEN_PORTS: set[int] = set()  # what free_port returned in this process
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now, taken below the kernel's range of
-    ephemeral ports (EPHEMERAL_PORTS). A port from that range could be taken, before the server
-    it is picked for binds it, by anything binding port 0: Spark's own driver and block manager
-    (the Thrift Server's once took the Thrift port picked for it, and beeline reached it)."""
+    ephemeral ports (EPHEMERAL_PORTS), and never one this process was given before. A port from
+    that range could be taken, before the server it is picked for binds it, by anything binding
+    port 0: Spark's own driver and block manager (the Thrift Server's once took the Thrift port
+    picked for it, and beeline reached it). Two picks before either server binds could be the
+    same port: a standalone master once got its RPC and web UI on one port (the test polled the
+    web UI and reached the RPC server, "Too large frame")."""
     pick = random.SystemRandom()
     for _ in range(100):
         port = pick.randrange(PRIVATE_PORTS_FROM, EPHEMERAL_PORTS[0])
+        if port in GIVEN_PORTS:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
+        GIVEN_PORTS.add(port)
+        return port
     raise RuntimeError(f"no free port in [{PRIVATE_PORTS_FROM}, {EPHEMERAL_PORTS[0]})")
 
 

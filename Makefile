@@ -36,9 +36,8 @@ lake:
 lint: setup
 	$(BIN)/ruff check .
 
-# ruff and mypy (strict on the public API)
-check: setup
-	$(BIN)/ruff check .
+# ruff (lint) and mypy (strict on the public API)
+check: lint
 	$(BIN)/mypy
 
 # the contributors' loop: unit tests and in-process integration on tiny data

@@ -96,13 +96,14 @@ def build_venv() -> None:
     has them. The project is linked by a ``.pth`` file (what an editable install amounts to)
     rather than built: a build writes ``receval_spark.egg-info`` into the source folder, which
     ``make setup`` builds at the same time under ``make -j2`` (``.ci/run``)."""
-    wanted = "\n".join(requirements()) + "\n"
+    needed = requirements()
+    wanted = "\n".join(needed) + "\n"
     if STAMP.exists() and STAMP.read_text(encoding="utf-8") == wanted:
         return
     python = VENV / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    pip = [str(python), "-m", "pip", "install", "--quiet", *requirements()]
+    pip = [str(python), "-m", "pip", "install", "--quiet", *needed]
     proc = subprocess.run(pip, capture_output=True, text=True, timeout=TIMEOUT, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"pip could not build {VENV}: {proc.stderr.strip()[-300:]}")

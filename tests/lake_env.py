@@ -103,10 +103,14 @@ def build_venv() -> None:
     python = VENV / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    pip = [str(python), "-m", "pip", "install", "--quiet", *needed]
-    proc = subprocess.run(pip, capture_output=True, text=True, timeout=TIMEOUT, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"pip could not build {VENV}: {proc.stderr.strip()[-300:]}")
+    # uv, as `make setup` installs (Makefile: UV)
+    for install in (
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "uv"],
+        [str(VENV / "bin" / "uv"), "pip", "install", "--quiet", "--python", str(python), *needed],
+    ):
+        proc = subprocess.run(install, capture_output=True, text=True, timeout=TIMEOUT, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"could not build {VENV}: {proc.stderr.strip()[-300:]}")
     where = [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
     site = Path(subprocess.run(where, capture_output=True, text=True, check=True).stdout.strip())
     (site / "receval_spark_repo.pth").write_text(f"{REPO}\n", encoding="utf-8")

@@ -15,9 +15,11 @@ UV ?= $(BIN)/uv pip install --quiet --python $(BIN)/python
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
+
+$(BIN)/uv: | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
 
-setup: $(BIN)/python
+setup: $(BIN)/uv
 	$(UV) -e ".[test]"
 	# the reference of the `recommenders` compatibility profile (its own pins are too old for us)
 	$(UV) --no-deps recommenders==1.2.1

@@ -1,6 +1,7 @@
 """The session protocol end to end: wall time on the two real samples and on a generated
 DIGINETICA-shaped click log of ~1M clicks (the size class of the real Yoochoose 1/4 and
-DIGINETICA sets).
+DIGINETICA sets); with ``--shape yoochoose``, seconds and Spark jobs per stage on generated
+YOOCHOOSE-shaped logs (issue 50, target 6: ~6M clicks in ~1.5M sessions, and a tenth of it).
 
 The generator writes ``session_id;user_id;item_id;timeframe;eventdate`` (the DIGINETICA
 layout): session lengths 1 + Geometric(p = 0.22) (mean ~4.5 clicks, long tail), items drawn
@@ -9,6 +10,18 @@ Zipf(1.1) over 40,000 items with a per-session "repeat the previous item" probab
 milliseconds since the session start. Deterministic for a given seed.
 
     python benchmarks/sessions_scale.py --clicks 1000000
+    python benchmarks/sessions_scale.py --shape yoochoose --clicks 600000 6000000
+
+The YOOCHOOSE-shaped generator draws from the real sample in ../shared/data
+(yoochoose-clicks-100k, train_full + test): session lengths from its empirical distribution
+(2-78 clicks, mean 3.95), the gaps between a session's clicks from its empirical gaps, items
+from a Zipf law over 30,000 items (Yoochoose 1/4 has 29,618 after preprocessing: SR-GNN,
+Table 1) with the exponent fitted to the sample's rank-frequency curve (~1.04), the previous
+item repeated with the sample's share (~26 %), sessions starting uniformly over 45 days
+(about a quarter of the challenge's six months). It writes ``session_id,item_id,time`` (unix
+seconds with milliseconds); the job preprocesses it as YOOCHOOSE is (sessions >= 2 clicks,
+items >= 5 until stable, test = sessions ending in the last day) and fits the five models of
+conf/yoochoose-100k.yaml.
 """
 
 from __future__ import annotations
@@ -16,16 +29,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
+SAMPLE = Path(os.environ.get("RECEVAL_SHARED_DATA", REPO.parent / "shared" / "data"))
+YOOCHOOSE = SAMPLE / "yoochoose-clicks-100k"
+DAY = 86_400.0
 
 
 def generate_clicks(clicks: int, *, items: int = 40_000, seed: int = 5) -> pd.DataFrame:
@@ -59,8 +77,47 @@ def generate_clicks(clicks: int, *, items: int = 40_000, seed: int = 5) -> pd.Da
     )
 
 
-def run_job(config: str, *overrides: str) -> tuple[float, str]:
-    """Seconds of one ``receval sessions`` run in a fresh process, and its output."""
+def yoochoose_sample() -> pd.DataFrame:
+    """The real sample's clicks (SessionId, ItemId, Time), train_full and test, in order."""
+    parts = [YOOCHOOSE / f"yoochoose-clicks-100k_{name}.txt" for name in ("train_full", "test")]
+    clicks = pd.concat([pd.read_csv(path, sep="\t") for path in parts])
+    return clicks.sort_values(["SessionId", "Time"], kind="stable")
+
+
+def generate_yoochoose(clicks: int, *, items: int = 30_000, days: int = 45, seed: int = 7):
+    """A YOOCHOOSE-shaped click log of about ``clicks`` rows (see the module doc)."""
+    sample = yoochoose_sample()
+    rng = np.random.default_rng(seed)
+    new = sample.SessionId.ne(sample.SessionId.shift()).to_numpy()
+    lengths = sample.groupby("SessionId").size().to_numpy()
+    gaps = sample.Time.diff().to_numpy()[~new]
+    counts = np.sort(sample.ItemId.value_counts().to_numpy())[::-1]
+    ranks = np.arange(1, len(counts) + 1)
+    exponent = -np.polyfit(np.log(ranks), np.log(counts), 1)[0]
+    repeat = float(sample.ItemId.eq(sample.ItemId.shift()).to_numpy()[~new].mean())
+    drawn = rng.choice(lengths, size=int(1.1 * clicks / lengths.mean()) + 10)  # then cut
+    drawn = drawn[: np.searchsorted(np.cumsum(drawn), clicks) + 1]
+    n, start = int(drawn.sum()), np.cumsum(np.r_[0, drawn[:-1]])
+    weights = np.arange(1, items + 1, dtype=float) ** -exponent
+    item = np.searchsorted(np.cumsum(weights) / weights.sum(), rng.random(n)) + 1
+    first = np.zeros(n, dtype=bool)
+    first[start] = True
+    again = np.flatnonzero(~first & (rng.random(n) < repeat))
+    for i in again:  # a chain of repeats copies forward, in order
+        item[i] = item[i - 1]
+    step = rng.choice(gaps, size=n)
+    step[start] = 0.0
+    session_start = np.repeat(rng.uniform(0, days * DAY, size=len(drawn)), drawn)
+    within = np.cumsum(step) - np.repeat(np.cumsum(step)[start], drawn)
+    time_s = np.round(1_396_310_400.0 + session_start + within, 3)  # from 2014-04-01
+    session = np.repeat(np.arange(1, len(drawn) + 1), drawn)
+    facts = {"exponent": round(float(exponent), 3), "repeat": round(repeat, 3)}
+    return pd.DataFrame({"session_id": session, "item_id": item, "time": time_s}), facts
+
+
+def run_job(config: str, *overrides: str, verbose: bool = False) -> tuple[float, str]:
+    """Seconds of one ``receval sessions`` run in a fresh process, and its output (with
+    ``verbose``: also its stage lines)."""
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     with tempfile.TemporaryDirectory() as out:
         argv = [
@@ -68,6 +125,7 @@ def run_job(config: str, *overrides: str) -> tuple[float, str]:
             "-m",
             "receval_spark",
             "sessions",
+            *(["--verbose"] if verbose else []),
             "--config",
             config,
             "--set",
@@ -80,12 +138,70 @@ def run_job(config: str, *overrides: str) -> tuple[float, str]:
         return time.perf_counter() - start, done.stdout
 
 
+def jobs_per_stage(events: Path) -> Counter[str]:
+    """Spark jobs per job stage, from an event log folder: each job carries its stage's tag
+    (``receval-<stage>``, receval_spark/progress.py)."""
+    jobs: Counter[str] = Counter()
+    for path in (p for p in events.rglob("*") if p.is_file()):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            event = json.loads(line)
+            if event.get("Event") != "SparkListenerJobStart":
+                continue
+            tags = (event.get("Properties") or {}).get("spark.job.tags", "")
+            # a tag as Spark reports it: spark-session-<id>-thread-<id>-receval-<stage>
+            stage = [t.rpartition("receval-")[2] for t in tags.split(",") if "receval-" in t]
+            jobs[stage[0] if stage else "(none)"] += 1
+    return jobs
+
+
+def profile_yoochoose(clicks: int, data: Path) -> dict[str, object]:
+    """One ``receval sessions`` run on a generated YOOCHOOSE-shaped log of ``clicks`` rows:
+    wall seconds, the job's stage seconds (its own clock) and Spark jobs per stage."""
+    path = data / f"yoochoose-shaped-{clicks}.csv"
+    facts: dict[str, object] = {}
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        frame, facts = generate_yoochoose(clicks)
+        frame.to_csv(path, index=False)
+    with tempfile.TemporaryDirectory() as events:
+        seconds, stdout = run_job(
+            str(REPO / "conf" / "yoochoose-100k.yaml"),
+            "data.train=null",
+            "data.test=null",
+            f"data.clicks={{path: {path}, format: csv, header: true, "
+            "columns: {session: session_id, item: item_id, time: time}}",
+            "preprocessing={test_days: 1, split_by: end}",
+            "spark.conf.spark.sql.shuffle.partitions=8",
+            "spark.conf.spark.driver.memory=4g",
+            "spark.conf.spark.eventLog.enabled=true",
+            f"spark.conf.spark.eventLog.dir={Path(events).as_uri()}",
+            "spark.conf.spark.eventLog.compress=false",
+            "spark.conf.spark.eventLog.rolling.enabled=false",
+            verbose=True,
+        )
+        jobs = jobs_per_stage(Path(events))
+    done = [re.search(r" · (\w+) done in ([\d.]+) s", line) for line in stdout.splitlines()]
+    return {
+        "clicks": clicks,
+        **facts,
+        "seconds": round(seconds, 1),
+        "stages": {m.group(1): float(m.group(2)) for m in done if m},
+        "jobs": dict(jobs),
+        "output": [line for line in stdout.splitlines() if "@20 " in line or "events" in line],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clicks", type=int, default=1_000_000)
+    parser.add_argument("--clicks", type=int, nargs="+", default=[1_000_000])
     parser.add_argument("--data", type=Path, default=Path("/tmp/receval-bench"))
     parser.add_argument("--skip-samples", action="store_true")
+    parser.add_argument("--shape", choices=["diginetica", "yoochoose"], default="diginetica")
     args = parser.parse_args()
+    if args.shape == "yoochoose":
+        print(json.dumps([profile_yoochoose(n, args.data) for n in args.clicks], indent=2))
+        return
+    args.clicks = args.clicks[0]
     results = {}
     if not args.skip_samples:
         for name in ("diginetica-sample", "yoochoose-100k"):

@@ -105,3 +105,39 @@ def test_the_job_profile_attributes_jobs_busy_idle_and_task_time_to_stages() -> 
 
     assert rows == [("a", 10, 2, 5, 5, 2.0), ("b", 10, 1, 8, 2, 8.0)]
     assert total == ("total", 20, 3, 13, 7, 10.0)
+
+
+def test_the_session_profile_counts_each_job_for_its_tagged_stage(tmp_path: Path) -> None:
+    """Jobs carry their stage's tag as Spark reports it (after the session's and the thread's
+    prefixes); untagged jobs are counted apart; rolled event logs are read from subfolders."""
+    sessions_scale = importlib.import_module("sessions_scale")
+    prefix = "spark-session-1-thread-2-receval-"
+    events = [
+        {"Event": "SparkListenerJobStart", "Properties": {"spark.job.tags": f"{prefix}split"}},
+        {"Event": "SparkListenerJobStart", "Properties": {"spark.job.tags": f"x,{prefix}split"}},
+        {"Event": "SparkListenerJobStart", "Properties": {"spark.job.tags": f"{prefix}top_k"}},
+        {"Event": "SparkListenerJobStart", "Properties": {}},
+        {"Event": "SparkListenerJobEnd", "Job ID": 0},
+    ]
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "events_1").write_text("\n".join(map(json.dumps, events)))
+    assert sessions_scale.jobs_per_stage(tmp_path) == {"split": 2, "top_k": 1, "(none)": 1}
+
+
+@pytest.mark.shared_data
+def test_the_yoochoose_shaped_log_follows_the_sample(shared_data: Path, monkeypatch) -> None:
+    """Deterministic; sessions of 2 or more clicks with the sample's mean length; the clicks of
+    a session in time order; the fitted Zipf exponent and repeat share are the sample's."""
+    sessions_scale = importlib.import_module("sessions_scale")
+    monkeypatch.setattr(sessions_scale, "YOOCHOOSE", shared_data / "yoochoose-clicks-100k")
+    log, facts = sessions_scale.generate_yoochoose(200_000)
+    again, _ = sessions_scale.generate_yoochoose(200_000)
+    assert log.equals(again)
+    lengths = log.groupby("session_id").size()
+    assert lengths.min() >= 2 and abs(lengths.mean() - 3.95) < 0.1
+    assert 200_000 <= len(log) <= 200_000 + lengths.max()
+    assert (log.groupby("session_id").time.diff().dropna() >= 0).all()
+    assert 0.9 < facts["exponent"] < 1.2 and 0.2 < facts["repeat"] < 0.3
+    following = log.session_id.eq(log.session_id.shift())
+    share = log.item_id.eq(log.item_id.shift())[following].mean()
+    assert abs(share - facts["repeat"]) < 0.02  # draws of the sample's share (and Zipf's own)

@@ -15,9 +15,9 @@ milliseconds since the session start. Deterministic for a given seed.
 The YOOCHOOSE-shaped generator draws from the real sample in ../shared/data
 (yoochoose-clicks-100k, train_full + test): session lengths from its empirical distribution
 (2-78 clicks, mean 3.95), the gaps between a session's clicks from its empirical gaps, items
-from a Zipf law over 30,000 items (Yoochoose 1/4 has 29,618 after preprocessing: SR-GNN,
-Table 1) with the exponent fitted to the sample's rank-frequency curve (~1.04), the previous
-item repeated with the sample's share (~26 %), sessions starting uniformly over 45 days
+from a Zipf law over 30,000 items (a chosen catalogue size: the sample's 2,933 are too few for
+millions of clicks) with the exponent fitted to the sample's rank-frequency curve (~1.04), the
+previous item repeated with the sample's share (~26 %), sessions starting uniformly over 45 days
 (about a quarter of the challenge's six months). It writes ``session_id,item_id,time`` (unix
 seconds with milliseconds); the job preprocesses it as YOOCHOOSE is (sessions >= 2 clicks,
 items >= 5 until stable, test = sessions ending in the last day) and fits the five models of

@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -84,17 +85,40 @@ def yoochoose_sample() -> pd.DataFrame:
     return clicks.sort_values(["SessionId", "Time"], kind="stable")
 
 
-def generate_yoochoose(clicks: int, *, items: int = 30_000, days: int = 45, seed: int = 7):
-    """A YOOCHOOSE-shaped click log of about ``clicks`` rows (see the module doc)."""
+@dataclass(frozen=True)
+class SampleShape:
+    """What the YOOCHOOSE-shaped log draws from the real sample (see the module doc)."""
+
+    lengths: np.ndarray  # clicks per session
+    gaps: np.ndarray  # seconds between consecutive clicks of a session
+    exponent: float  # Zipf exponent fitted to the items' rank-frequency curve
+    repeat: float  # share of clicks repeating the session's previous item
+
+    def facts(self) -> dict[str, float]:
+        return {"exponent": round(self.exponent, 3), "repeat": round(self.repeat, 3)}
+
+
+def sample_shape() -> SampleShape:
+    """The real sample's :class:`SampleShape`."""
     sample = yoochoose_sample()
-    rng = np.random.default_rng(seed)
     new = sample.SessionId.ne(sample.SessionId.shift()).to_numpy()
-    lengths = sample.groupby("SessionId").size().to_numpy()
-    gaps = sample.Time.diff().to_numpy()[~new]
     counts = np.sort(sample.ItemId.value_counts().to_numpy())[::-1]
     ranks = np.arange(1, len(counts) + 1)
-    exponent = -np.polyfit(np.log(ranks), np.log(counts), 1)[0]
-    repeat = float(sample.ItemId.eq(sample.ItemId.shift()).to_numpy()[~new].mean())
+    return SampleShape(
+        lengths=sample.groupby("SessionId").size().to_numpy(),
+        gaps=sample.Time.diff().to_numpy()[~new],
+        exponent=float(-np.polyfit(np.log(ranks), np.log(counts), 1)[0]),
+        repeat=float(sample.ItemId.eq(sample.ItemId.shift()).to_numpy()[~new].mean()),
+    )
+
+
+def generate_yoochoose(
+    clicks: int, shape: SampleShape, *, items: int = 30_000, days: int = 45, seed: int = 7
+) -> pd.DataFrame:
+    """A YOOCHOOSE-shaped click log of about ``clicks`` rows drawn from ``shape`` (see the
+    module doc)."""
+    rng = np.random.default_rng(seed)
+    lengths, gaps, exponent, repeat = shape.lengths, shape.gaps, shape.exponent, shape.repeat
     drawn = rng.choice(lengths, size=int(1.1 * clicks / lengths.mean()) + 10)  # then cut
     drawn = drawn[: np.searchsorted(np.cumsum(drawn), clicks) + 1]
     n, start = int(drawn.sum()), np.cumsum(np.r_[0, drawn[:-1]])
@@ -111,8 +135,7 @@ def generate_yoochoose(clicks: int, *, items: int = 30_000, days: int = 45, seed
     within = np.cumsum(step) - np.repeat(np.cumsum(step)[start], drawn)
     time_s = np.round(1_396_310_400.0 + session_start + within, 3)  # from 2014-04-01
     session = np.repeat(np.arange(1, len(drawn) + 1), drawn)
-    facts = {"exponent": round(float(exponent), 3), "repeat": round(repeat, 3)}
-    return pd.DataFrame({"session_id": session, "item_id": item, "time": time_s}), facts
+    return pd.DataFrame({"session_id": session, "item_id": item, "time": time_s})
 
 
 def run_job(config: str, *overrides: str, verbose: bool = False) -> tuple[float, str]:
@@ -139,30 +162,29 @@ def run_job(config: str, *overrides: str, verbose: bool = False) -> tuple[float,
 
 
 def jobs_per_stage(events: Path) -> Counter[str]:
-    """Spark jobs per job stage, from an event log folder: each job carries its stage's tag
-    (``receval-<stage>``, receval_spark/progress.py)."""
+    """Spark jobs per job stage, from an event log folder (``job_profile.read_events``): each
+    job carries its stage's tag (``receval-<stage>``, receval_spark/progress.py)."""
+    from job_profile import read_events
+
     jobs: Counter[str] = Counter()
-    for path in (p for p in events.rglob("*") if p.is_file()):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            event = json.loads(line)
-            if event.get("Event") != "SparkListenerJobStart":
-                continue
-            tags = (event.get("Properties") or {}).get("spark.job.tags", "")
-            # a tag as Spark reports it: spark-session-<id>-thread-<id>-receval-<stage>
-            stage = [t.rpartition("receval-")[2] for t in tags.split(",") if "receval-" in t]
-            jobs[stage[0] if stage else "(none)"] += 1
+    for event in read_events(events):
+        if event.get("Event") != "SparkListenerJobStart":
+            continue
+        tags = (event.get("Properties") or {}).get("spark.job.tags", "")
+        # a tag as Spark reports it: spark-session-<id>-thread-<id>-receval-<stage>
+        stage = [t.rpartition("receval-")[2] for t in tags.split(",") if "receval-" in t]
+        jobs[stage[0] if stage else "(none)"] += 1
     return jobs
 
 
-def profile_yoochoose(clicks: int, data: Path) -> dict[str, object]:
-    """One ``receval sessions`` run on a generated YOOCHOOSE-shaped log of ``clicks`` rows:
-    wall seconds, the job's stage seconds (its own clock) and Spark jobs per stage."""
+def profile_yoochoose(clicks: int, shape: SampleShape, data: Path) -> dict[str, object]:
+    """One ``receval sessions`` run on a YOOCHOOSE-shaped log of ``clicks`` rows drawn from
+    ``shape`` (generated once into ``data``): wall seconds, the job's stage seconds (its own
+    clock) and Spark jobs per stage."""
     path = data / f"yoochoose-shaped-{clicks}.csv"
-    facts: dict[str, object] = {}
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        frame, facts = generate_yoochoose(clicks)
-        frame.to_csv(path, index=False)
+        generate_yoochoose(clicks, shape).to_csv(path, index=False)
     with tempfile.TemporaryDirectory() as events:
         seconds, stdout = run_job(
             str(REPO / "conf" / "yoochoose-100k.yaml"),
@@ -183,7 +205,7 @@ def profile_yoochoose(clicks: int, data: Path) -> dict[str, object]:
     done = [re.search(r" · (\w+) done in ([\d.]+) s", line) for line in stdout.splitlines()]
     return {
         "clicks": clicks,
-        **facts,
+        **shape.facts(),
         "seconds": round(seconds, 1),
         "stages": {m.group(1): float(m.group(2)) for m in done if m},
         "jobs": dict(jobs),
@@ -199,7 +221,9 @@ def main() -> None:
     parser.add_argument("--shape", choices=["diginetica", "yoochoose"], default="diginetica")
     args = parser.parse_args()
     if args.shape == "yoochoose":
-        print(json.dumps([profile_yoochoose(n, args.data) for n in args.clicks], indent=2))
+        shape = sample_shape()
+        runs = [profile_yoochoose(n, shape, args.data) for n in args.clicks]
+        print(json.dumps(runs, indent=2))
         return
     args.clicks = args.clicks[0]
     results = {}

@@ -130,9 +130,10 @@ def test_the_yoochoose_shaped_log_follows_the_sample(shared_data: Path, monkeypa
     a session in time order; the fitted Zipf exponent and repeat share are the sample's."""
     sessions_scale = importlib.import_module("sessions_scale")
     monkeypatch.setattr(sessions_scale, "YOOCHOOSE", shared_data / "yoochoose-clicks-100k")
-    log, facts = sessions_scale.generate_yoochoose(200_000)
-    again, _ = sessions_scale.generate_yoochoose(200_000)
-    assert log.equals(again)
+    shape = sessions_scale.sample_shape()
+    facts = shape.facts()
+    log = sessions_scale.generate_yoochoose(200_000, shape)
+    assert log.equals(sessions_scale.generate_yoochoose(200_000, shape))
     lengths = log.groupby("session_id").size()
     assert lengths.min() >= 2 and abs(lengths.mean() - 3.95) < 0.1
     assert 200_000 <= len(log) <= 200_000 + lengths.max()

@@ -1077,3 +1077,35 @@ def metrics_at_places(
         "r_precision": sum(1 for place, _ in hits if place <= cut) / cut,
         "rbp": (1 - RBP_PERSISTENCE) * sum(RBP_PERSISTENCE ** (p - 1) for p in at),
     }
+
+
+def item_neighbours(
+    pairs: Iterable[tuple[object, object]], neighbours: int
+) -> dict[tuple[object, object], tuple[float, int]]:
+    """Item-kNN's neighbour table from its definition (DESIGN §4, docs/evaluation.md):
+    (item i, neighbour j) -> (sim(i, j), rank) for each item's ``neighbours`` most similar
+    other items, sim(i, j) = |U_i ∩ U_j| / sqrt(|U_i| |U_j|) over the distinct (user, item)
+    ``pairs``, ranked by the exact rational sim² (Fraction), ties by item id, items without a
+    common user left out; the similarity as one rounding of sqrt(|U_i ∩ U_j|² / (|U_i| |U_j|))
+    (Python's int division is correctly rounded). The counts are a dense 0/1 matrix product."""
+    frame = pd.DataFrame(list(set(pairs)), columns=[USER, ITEM])
+    users = sorted(frame[USER].unique())
+    items = sorted(frame[ITEM].unique())
+    row = {u: n for n, u in enumerate(users)}
+    col = {i: n for n, i in enumerate(items)}
+    x = np.zeros((len(users), len(items)), dtype=np.int64)
+    x[[row[u] for u in frame[USER]], [col[i] for i in frame[ITEM]]] = 1
+    both = x.T @ x
+    support = x.sum(axis=0)
+    table: dict[tuple[object, object], tuple[float, int]] = {}
+    for a, item in enumerate(items):
+        ranked = sorted(
+            (-Fraction(int(both[a, b]) ** 2, int(support[b])), items[b], b)
+            for b in np.flatnonzero(both[a])
+            if b != a
+        )
+        for rank, (_, neighbour, b) in enumerate(ranked[:neighbours], start=1):
+            square = int(both[a, b]) ** 2
+            similarity = math.sqrt(square / (int(support[a]) * int(support[b])))
+            table[(item, neighbour)] = (similarity, rank)
+    return table

@@ -1,5 +1,5 @@
 r"""Item-kNN: item-item cosine similarity on train co-occurrence, top-N neighbours per item
-(Sarwar et al., WWW 2001; Deshpande & Karypis, TOIS 2004), all in Spark SQL.
+(Sarwar et al., WWW 2001; Deshpande & Karypis, TOIS 2004).
 
 With U_i the distinct train users of item i and H(u) the distinct train items of user u:
 
@@ -9,99 +9,92 @@ With U_i the distinct train users of item i and H(u) the distinct train items of
     score(u, j) = \sum_{i \in H(u),\ j \in N(i)} sim(i, j)
 
 N(i) holds the ``neighbours`` items most similar to i (ties by item id): similarities are
-compared exactly, as the rationals sim² (:func:`cosine_order`), never as their rounded doubles,
-and each is the double sqrt(|U_i ∩ U_j|² / (|U_i| |U_j|)), so equal cosines are the same double
-(:func:`cosine`); scores are exact sums, so the ranking does not depend on the partitioning.
-Items of H(u) are scored too (seen-item filtering happens when ranking). Cost: the
-co-occurrence self-join has sum over users of |H(u)| (|H(u)| - 1) / 2 rows (each unordered
-pair once; once per fit); scoring has sum over users of |H(u)| · neighbours rows — no
-users x items product.
+compared exactly, as the rationals sim² (item_knn_kernel, the keys of
+:func:`~receval_spark.expressions.cosine_order`), never as their rounded doubles, and each is
+the double sqrt(|U_i ∩ U_j|² / (|U_i| |U_j|)), so equal cosines are the same double
+(:func:`~receval_spark.expressions.cosine`); scores are exact sums, so the ranking does not
+depend on the partitioning. Items of H(u) are scored too (seen-item filtering happens when
+ranking). Cost: the neighbour table counts co-occurrences per block of items with a sparse
+product (:func:`item_neighbours`), its blocks holding at most sum over users of
+|H(u)| · min(|H(u)|, blocks) train pairs together, once per fit; the rest is Spark SQL, and
+scoring has sum over users of |H(u)| · neighbours rows — no users x items product.
 """
 
 from __future__ import annotations
 
 import math
 
-from pyspark.sql import DataFrame, Window
+from pyspark import cloudpickle
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
+from receval_spark.cache import persist
 from receval_spark.columns import ITEM, SCORE, USER
-from receval_spark.expressions import cosine, cosine_order
+from receval_spark.expressions import cosine
 from receval_spark.metrics.aggregate import exact_sum
-from receval_spark.ranking.models.common import dense_ids
+from receval_spark.ordering import global_row_number
+from receval_spark.ranking.models import item_knn_kernel
+from receval_spark.ranking.models.item_knn_kernel import neighbours_kernel
 
-PAIR_BITS = 32  # an item pair (a, b) of dense numbers as one long: a * 2^PAIR_BITS + b
-PAIR_BASE = 1 << PAIR_BITS
-PAIRS_PER_PARTITION = 1_000_000  # co-occurring pairs per task (pair_partitions)
+# executors run the kernel without importing this package: cloudpickle ships it by value
+# (vendored cloudpickle has no type hints)
+cloudpickle.register_pickle_by_value(item_knn_kernel)  # type: ignore[no-untyped-call]
+
+BLOCK_CELLS = 1 << 24  # at most this many (block item, item) counts per block
+BLOCK_ROWS = 4_000_000  # about this many train pairs per block (a share of sum |H(u)|²)
 NEIGHBOUR_RANK = "neighbour_rank"  # 1 = the most similar other item
+CHOSEN = T.StructType(
+    [
+        T.StructField("_a", T.IntegerType()),
+        T.StructField("_b", T.IntegerType()),
+        T.StructField("_both", T.LongType()),
+        T.StructField("_nb", T.LongType()),
+        T.StructField(NEIGHBOUR_RANK, T.IntegerType()),
+    ]
+)
 
 
-def pair_partitions(pairs: DataFrame) -> int:
-    """Partitions for the co-occurrence self-join of the distinct (user_id, item_id) ``pairs``
-    and for the count of its output: one per PAIRS_PER_PARTITION of the sum over users of
-    |H(u)| (|H(u)| - 1) / 2, the rows the self-join makes. AQE would size both shuffles by
-    their input, which is small where the output is not (ml-latest-small: 100k pairs, 22M
-    co-occurring pairs made in one task). One Spark job (a sum)."""
+def blocks_of(pairs: DataFrame, items: int) -> int:
+    """The number of item blocks for the distinct (user_id, item_id) ``pairs`` of ``items``
+    items: enough that a block's counts (block items x items) stay within BLOCK_CELLS and its
+    rows within about BLOCK_ROWS. A user of |H(u)| items is in at most min(|H(u)|, blocks)
+    blocks, so the blocks hold about sum |H(u)|² / blocks rows: the sum's share of BLOCK_ROWS
+    (a user of fewer items than there are blocks is in fewer). One Spark job (a sum)."""
     sizes = pairs.groupBy(USER).agg(F.count(F.lit(1)).cast("double").alias("_h"))
-    total = sizes.agg(F.sum(F.col("_h") * (F.col("_h") - 1) / 2)).collect()[0][0] or 0.0
-    return max(1, math.ceil(total / PAIRS_PER_PARTITION))
+    squares = sizes.agg(F.sum(F.col("_h") * F.col("_h"))).collect()[0][0] or 0.0
+    return max(1, math.ceil(items * items / BLOCK_CELLS), math.ceil(squares / BLOCK_ROWS))
 
 
 def item_neighbours(history: DataFrame, *, neighbours: int) -> DataFrame:
     """(item_id, neighbour, similarity, neighbour_rank): each item's ``neighbours`` most
     similar other items, ranked from 1 (ties by item id), so that the first n of them are its
-    n most similar (:func:`nearest`). Similarities are ordered exactly (:func:`cosine_order`:
-    items of up to 10^9 users)."""
+    n most similar (:func:`nearest`). Similarities are ordered exactly (items of up to 10^9
+    users), and each is :func:`~receval_spark.expressions.cosine` of the exact counts.
+
+    Items are numbered in item-id order and cut into blocks (:func:`blocks_of`); a block
+    gets every train pair of the users who have one of its items (a join of the pairs with
+    the blocks each user is in), and one pandas UDF per block counts the co-occurrences with
+    a sparse product and keeps each item's first ``neighbours``
+    (:mod:`~receval_spark.ranking.models.item_knn_kernel`): no pair table of sum |H(u)|² rows
+    is shuffled, and a block's rows stay within a budget whatever the number of users."""
     pairs = history.select(USER, ITEM).distinct()
-    # items numbered 0..n-1 with their |U_i|: an unordered pair (i, j), i < j, is then one long
-    ids = dense_ids(pairs, ITEM, name="_number").join(
-        pairs.groupBy(ITEM).agg(F.count(F.lit(1)).alias("_n")), on=ITEM
-    )
-    parts = pair_partitions(pairs)
-    numbered = pairs.join(ids, on=ITEM).select(USER, "_number").repartition(parts, USER)
-    left, right = numbered.alias("a"), numbered.alias("b")
-    pair = F.col("a._number").cast("long") * PAIR_BASE + F.col("b._number")
-    # |U_i ∩ U_j| is symmetric: count each unordered pair once (half the self-join's rows),
-    # then give it to both items. The raw pairs are shuffled to the count as they are: a
-    # map-side partial count of 30M pairs into 13M keys costs more than it saves
-    # (ml-latest-small on local[2]: 17 s with it, 9-11 s without).
-    once = (
-        left.join(right, on=USER)
-        .filter(F.col("a._number") < F.col("b._number"))
-        .select(pair.alias("_pair"))
-        .repartition(parts, "_pair")
-        .groupBy("_pair")
-        .agg(F.count(F.lit(1)).alias("_both"))
-    )
-    first = ids.select(
-        F.col("_number").alias("_a"), F.col(ITEM).alias("_i"), F.col("_n").alias("_ni")
-    )
-    second = ids.select(
-        F.col("_number").alias("_b"), F.col(ITEM).alias("_j"), F.col("_n").alias("_nj")
-    )
-    similar = (
-        once.select(
-            F.shiftright("_pair", PAIR_BITS).cast("int").alias("_a"),
-            (F.col("_pair") % PAIR_BASE).cast("int").alias("_b"),
-            "_both",
-        )
-        .join(first, on="_a")
-        .join(second, on="_b")
-        .select(
-            "_i", "_j", "_ni", "_nj", "_both", cosine("_both", "_ni", "_nj").alias("similarity")
-        )
-    )
-    both_ways = F.array(  # each with the neighbour's |U_j|
-        F.struct(F.col("_i").alias(ITEM), F.col("_j").alias("neighbour"), F.col("_nj").alias("_s")),
-        F.struct(F.col("_j").alias(ITEM), F.col("_i").alias("neighbour"), F.col("_ni").alias("_s")),
-    )
-    together = similar.select(F.inline(both_ways), "_both", "similarity")
-    order = Window.partitionBy(ITEM).orderBy(*cosine_order("_both", "_s"), F.col("neighbour"))
-    return (
-        together.withColumn(NEIGHBOUR_RANK, F.row_number().over(order))
-        .filter(F.col(NEIGHBOUR_RANK) <= neighbours)
-        .select(ITEM, "neighbour", "similarity", NEIGHBOUR_RANK)
-    )
+    sizes = pairs.groupBy(ITEM).agg(F.count(F.lit(1)).alias("_n"))
+    ordered = global_row_number(sizes, [F.col(ITEM)], name="_position")
+    ids = persist(ordered.select(ITEM, (F.col("_position") - 1).cast("int").alias("_number"), "_n"))
+    items = ids.count()
+    blocks = blocks_of(pairs, items)
+    block_items = -(-items // blocks)
+    numbered = pairs.join(ids, on=ITEM).select(USER, "_number", "_n")
+    block = (F.col("_number") / block_items).cast("int").alias("_block")
+    members = numbered.select(USER, block).distinct()
+    kernel = neighbours_kernel(items=items, block_items=block_items, neighbours=neighbours)
+    chosen = numbered.join(members, on=USER).groupBy("_block").applyInPandas(kernel, CHOSEN)
+    first = ids.select(F.col("_number").alias("_a"), ITEM, F.col("_n").alias("_na"))
+    second = ids.select(F.col("_number").alias("_b"), F.col(ITEM).alias("neighbour"))
+    similarity = cosine("_both", "_na", "_nb").alias("similarity")
+    named = chosen.join(first, on="_a").join(second, on="_b")
+    return named.select(ITEM, "neighbour", similarity, NEIGHBOUR_RANK)
 
 
 def nearest(neighbours: DataFrame, n: int) -> DataFrame:

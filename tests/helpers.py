@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import reference
 import yaml
@@ -754,3 +755,17 @@ def beyond_metric(
         **metadata,
     )
     return per_user_beyond(lists, inputs, ks=ks, metrics=[metric])
+
+
+def tied_item_pairs() -> list[tuple[int, int]]:
+    """Item-kNN's generated history (user, item): 60 users of 1-12 of 40 items, popular
+    items more often: many equal counts and cosines."""
+    rng = np.random.default_rng(3)
+    weights = 1 / np.arange(1, 41)
+    pairs = []
+    for user in range(60):
+        chosen = rng.choice(
+            40, size=int(rng.integers(1, 13)), replace=False, p=weights / weights.sum()
+        )
+        pairs += [(user, int(item) * 7) for item in chosen]  # ids not 0..n-1
+    return pairs

@@ -35,6 +35,7 @@ from helpers import (
     port_accepts,
     read,
     same_value,
+    tied_item_pairs,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.connect]
@@ -366,3 +367,38 @@ def test_the_randomization_test_over_connect_equals_the_local_one(spark, connect
     differences = differences_frame(spark, connect_comparisons())
     rows = comparison_rows(differences, randomization=RandomizationTest(2000, 7))
     assert remote["ndcg"] == 0.375 and remote == {r.metric: r.p_randomization for r in rows}
+
+
+NEIGHBOURS_CHECK = """
+import json, sys
+from pyspark.sql import SparkSession
+from receval_spark.ranking.models.item_knn import item_neighbours
+from helpers import tied_item_pairs
+
+spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+history = spark.createDataFrame(tied_item_pairs(), "user_id long, item_id long")
+rows = item_neighbours(history, neighbours=6).collect()
+print(json.dumps(sorted([r.item_id, r.neighbour, r.similarity, r.neighbour_rank] for r in rows)))
+spark.stop()
+"""
+
+
+def test_item_knn_neighbours_over_connect_equal_the_local_ones(spark, connect_server) -> None:
+    """Item-kNN's neighbour table (its pandas UDF per block of items) runs on the Connect
+    server and equals the in-process session's, row for row."""
+    from receval_spark.ranking.models.item_knn import item_neighbours
+
+    proc = subprocess.run(
+        [sys.executable, "-c", NEIGHBOURS_CHECK, connect_server.url],
+        cwd=REPO,
+        env={**job_env(), "PYTHONPATH": str(REPO / "tests")},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, explain(proc)
+    remote = json.loads(proc.stdout.strip().splitlines()[-1])
+    history = spark.createDataFrame(tied_item_pairs(), "user_id long, item_id long")
+    local = item_neighbours(history, neighbours=6).collect()
+    expected = sorted([r.item_id, r.neighbour, r.similarity, r.neighbour_rank] for r in local)
+    assert len(remote) > 100 and remote == expected

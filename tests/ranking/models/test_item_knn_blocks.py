@@ -4,9 +4,9 @@ history full of ties and on ml-100k."""
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import pytest
+from helpers import tied_item_pairs
 from reference import item_neighbours as reference_neighbours
 
 from receval_spark.ranking.models import item_knn
@@ -17,23 +17,10 @@ def table(frame) -> dict[tuple[object, object], tuple[float, int]]:
     return {(r.item_id, r.neighbour): (r.similarity, r.neighbour_rank) for r in frame.collect()}
 
 
-def generated_pairs() -> list[tuple[int, int]]:
-    """60 users of 1-12 of 40 items, popular items more often: many equal counts and cosines."""
-    rng = np.random.default_rng(3)
-    weights = 1 / np.arange(1, 41)
-    pairs = []
-    for user in range(60):
-        chosen = rng.choice(
-            40, size=int(rng.integers(1, 13)), replace=False, p=weights / weights.sum()
-        )
-        pairs += [(user, int(item) * 7) for item in chosen]  # ids not 0..n-1
-    return pairs
-
-
 @pytest.mark.parametrize("cells", [1 << 24, 40 * 3, 40])  # 1 block, 14 blocks, 40 blocks
 def test_the_table_is_the_definition_for_any_number_of_blocks(spark, monkeypatch, cells):
     monkeypatch.setattr(item_knn, "BLOCK_CELLS", cells)
-    pairs = generated_pairs()
+    pairs = tied_item_pairs()
     history = spark.createDataFrame(pairs, "user_id long, item_id long")
 
     got = table(item_neighbours(history, neighbours=6))
@@ -44,7 +31,7 @@ def test_the_table_is_the_definition_for_any_number_of_blocks(spark, monkeypatch
 def test_the_blocks_follow_the_rows_of_the_users(spark, monkeypatch):
     """A row budget of one user's pairs puts every item in a block of its own."""
     monkeypatch.setattr(item_knn, "BLOCK_ROWS", 1)
-    pairs = generated_pairs()
+    pairs = tied_item_pairs()
     history = spark.createDataFrame(pairs, "user_id long, item_id long").distinct()
     assert item_knn.blocks_of(history, 40) >= 40
     assert table(item_neighbours(history, neighbours=3)) == reference_neighbours(pairs, 3)

@@ -84,9 +84,9 @@ def item_neighbours(history: DataFrame, *, neighbours: int) -> DataFrame:
     ids = persist(ordered.select(ITEM, (F.col("_position") - 1).cast("int").alias("_number"), "_n"))
     items = ids.count()
     blocks = blocks_of(pairs, items)
-    block_items = -(-items // blocks)
+    block_items = max(1, -(-items // blocks))  # 1 for an empty history
     numbered = pairs.join(ids, on=ITEM).select(USER, "_number", "_n")
-    block = (F.col("_number") / block_items).cast("int").alias("_block")
+    block = F.call_function("div", F.col("_number"), F.lit(block_items)).cast("int").alias("_block")
     members = numbered.select(USER, block).distinct()
     kernel = neighbours_kernel(items=items, block_items=block_items, neighbours=neighbours)
     chosen = numbered.join(members, on=USER).groupBy("_block").applyInPandas(kernel, CHOSEN)

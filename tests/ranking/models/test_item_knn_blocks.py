@@ -28,6 +28,21 @@ def test_the_table_is_the_definition_for_any_number_of_blocks(spark, monkeypatch
     assert got == reference_neighbours(pairs, 6)
 
 
+def test_string_item_ids_are_ordered_as_text(spark, monkeypatch):
+    """Ties go by item id in the ids' own order: for text ids "i133" before "i28"."""
+    monkeypatch.setattr(item_knn, "BLOCK_CELLS", 40 * 5)
+    pairs = [(user, f"i{item}") for user, item in tied_item_pairs()]
+    history = spark.createDataFrame(pairs, "user_id long, item_id string")
+
+    assert table(item_neighbours(history, neighbours=6)) == reference_neighbours(pairs, 6)
+
+
+def test_a_history_without_pairs_has_no_neighbours(spark):
+    history = spark.createDataFrame([(1, 5)], "user_id long, item_id long")
+    assert item_neighbours(history, neighbours=3).collect() == []
+    assert item_neighbours(history.filter("user_id < 0"), neighbours=3).collect() == []
+
+
 def test_the_blocks_follow_the_rows_of_the_users(spark, monkeypatch):
     """A row budget of one user's pairs puts every item in a block of its own."""
     monkeypatch.setattr(item_knn, "BLOCK_ROWS", 1)

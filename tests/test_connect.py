@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyspark
 import pytest
@@ -290,6 +291,7 @@ def test_connect_persisted_data_is_released_for_the_next_client(connect_server, 
 CUSTOM_CHECK = """
 import json, sys
 from pathlib import Path
+from typing import Any
 from pyspark.sql import SparkSession
 import receval_spark as rv
 from helpers import SHOP_RECOMMENDATIONS, shop_job
@@ -330,6 +332,21 @@ def test_custom_metrics_and_segment_tables_over_connect(connect_server, tmp_path
     assert values["provider_exposure|ext|all"] == [0.5, 6]
 
 
+def remote_json(script: str, url: str) -> Any:
+    """What the Python ``script`` (the tests' modules importable) prints as JSON on its last
+    line when run as a Connect client of the server at ``url``."""
+    proc = subprocess.run(
+        [sys.executable, "-c", script, url],
+        cwd=REPO,
+        env={**job_env(), "PYTHONPATH": str(REPO / "tests")},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, explain(proc)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 RANDOMIZATION_CHECK = """
 import json, sys
 from pyspark.sql import SparkSession
@@ -354,16 +371,7 @@ def test_the_randomization_test_over_connect_equals_the_local_one(spark, connect
     from receval_spark.config import RandomizationTest
     from receval_spark.metrics.compare import comparison_rows
 
-    proc = subprocess.run(
-        [sys.executable, "-c", RANDOMIZATION_CHECK, connect_server.url],
-        cwd=REPO,
-        env={**job_env(), "PYTHONPATH": str(REPO / "tests")},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, explain(proc)
-    remote = json.loads(proc.stdout.strip().splitlines()[-1])
+    remote = remote_json(RANDOMIZATION_CHECK, connect_server.url)
     differences = differences_frame(spark, connect_comparisons())
     rows = comparison_rows(differences, randomization=RandomizationTest(2000, 7))
     assert remote["ndcg"] == 0.375 and remote == {r.metric: r.p_randomization for r in rows}
@@ -388,16 +396,7 @@ def test_item_knn_neighbours_over_connect_equal_the_local_ones(spark, connect_se
     server and equals the in-process session's, row for row."""
     from receval_spark.ranking.models.item_knn import item_neighbours
 
-    proc = subprocess.run(
-        [sys.executable, "-c", NEIGHBOURS_CHECK, connect_server.url],
-        cwd=REPO,
-        env={**job_env(), "PYTHONPATH": str(REPO / "tests")},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, explain(proc)
-    remote = json.loads(proc.stdout.strip().splitlines()[-1])
+    remote = remote_json(NEIGHBOURS_CHECK, connect_server.url)
     history = spark.createDataFrame(tied_item_pairs(), "user_id long, item_id long")
     local = item_neighbours(history, neighbours=6).collect()
     expected = sorted([r.item_id, r.neighbour, r.similarity, r.neighbour_rank] for r in local)

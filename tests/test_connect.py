@@ -288,10 +288,24 @@ def test_connect_persisted_data_is_released_for_the_next_client(connect_server, 
     assert counts == [10, 20]
 
 
+def remote_json(script: str, url: str, *args: str) -> Any:
+    """What the Python ``script`` (the tests' modules importable) prints as JSON on its last
+    line when run as a Connect client of the server at ``url`` (then ``args``)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", script, url, *args],
+        cwd=REPO,
+        env={**job_env(), "PYTHONPATH": str(REPO / "tests")},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, explain(proc)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 CUSTOM_CHECK = """
 import json, sys
 from pathlib import Path
-from typing import Any
 from pyspark.sql import SparkSession
 import receval_spark as rv
 from helpers import SHOP_RECOMMENDATIONS, shop_job
@@ -315,36 +329,11 @@ def test_custom_metrics_and_segment_tables_over_connect(connect_server, tmp_path
     """A Spark Connect client evaluates a custom per-user metric (imported by path), a custom
     group metric and a user-segment table: the values of tests/metrics/test_custom.py by hand
     (ext's price-weighted hit rate for user u is u / (u + 10))."""
-    env = {**job_env(), "PYTHONPATH": str(REPO / "tests")}
-    proc = subprocess.run(
-        [sys.executable, "-c", CUSTOM_CHECK, connect_server.url, str(tmp_path)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, explain(proc)
-    values = json.loads(proc.stdout.strip().splitlines()[-1])
+    values = remote_json(CUSTOM_CHECK, connect_server.url, str(tmp_path))
     share = [u / (u + 10) for u in range(1, 7)]
     assert values["revenue_hit|ext|all"] == [pytest.approx(sum(share) / 6, abs=1e-15), 6]
     assert values["revenue_hit|ext|tier=unassigned"] == [pytest.approx(share[5]), 1]
     assert values["provider_exposure|ext|all"] == [0.5, 6]
-
-
-def remote_json(script: str, url: str) -> Any:
-    """What the Python ``script`` (the tests' modules importable) prints as JSON on its last
-    line when run as a Connect client of the server at ``url``."""
-    proc = subprocess.run(
-        [sys.executable, "-c", script, url],
-        cwd=REPO,
-        env={**job_env(), "PYTHONPATH": str(REPO / "tests")},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, explain(proc)
-    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 RANDOMIZATION_CHECK = """

@@ -295,9 +295,8 @@ def render_report(
     """Render the human report (HTML and Markdown) of one committed run date (default: the
     latest) from the report datasets at ``output`` alone, read through Spark; returns the
     HTML file's path (default ``output/report/DATE/report.html`` for a local output; ``out``
-    is required for any other filesystem). The Markdown is written beside it."""
-    if not read_log(spark, report_root(output)):
-        raise InputError(f"--reports: no committed run under {output}; run receval first.")
+    is required for any other filesystem). The Markdown is written beside it. An output
+    without a committed run is an InputError (:func:`load_report`)."""
     data = load_report(spark, output, date)
     if out is None:
         folder = local_path(output)

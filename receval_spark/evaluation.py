@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from receval_spark import __version__
 from receval_spark.attribution import Segmentation, user_segmentations
 from receval_spark.cache import CachedTables
+from receval_spark.commit import committed_runs, read_log, report_root
 from receval_spark.config import JobConfig, RollingSplit, SessionJobConfig
 from receval_spark.judgement import Judgement, judge_outcome
 from receval_spark.results import (
@@ -270,6 +271,8 @@ def judge_run(
     an output, first the stability rows against the previous date with lists
     (receval_spark.stability_history): the alerts judge them with tonight's metrics."""
     stability: list[MetricRow] = []
+    # the committed history, read once for the stability step and the judgement
+    committed = committed_runs(read_log(spark, report_root(output))) if output else {}
     if outcome.lists is not None and output is not None and isinstance(config, JobConfig):
         stability = night_over_night(
             spark,
@@ -278,6 +281,7 @@ def judge_run(
             run_date=run_date.isoformat(),
             ks=config.evaluation.k,
             persistence=config.evaluation.rbo_persistence,
+            committed=committed,
         )
     judged = judge_outcome(
         dataclasses.replace(outcome, metrics=[*outcome.metrics, *stability]),
@@ -292,5 +296,6 @@ def judge_run(
         randomization=(
             config.evaluation.randomization() if isinstance(config, JobConfig) else None
         ),
+        committed=committed,
     )
     return dataclasses.replace(judged, stability=stability)

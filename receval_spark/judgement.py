@@ -73,6 +73,7 @@ def judge_outcome(
     segmentations: Sequence[Segmentation] = (),
     correction: str = "holm",
     randomization: RandomizationTest | None = None,
+    committed: Mapping[str, RunState] | None = None,
 ) -> Judgement:
     """The :class:`Judgement` of one outcome of run date ``run_date`` against the committed
     history at ``output`` (None: no history). ``per_user``: tonight's per-user table in the
@@ -82,8 +83,10 @@ def judge_outcome(
     ``metrics`` rows, read with the alerts' history (one read). ``correction``: the
     adjustment that decides (evaluation.correction; all three are recorded);
     ``randomization``: the randomization test of the earlier-date comparisons (tonight's
-    come with ``outcome``)."""
-    committed = committed_runs(read_log(spark, report_root(output))) if output else {}
+    come with ``outcome``); ``committed``: :func:`committed_runs` of ``output`` when the
+    caller has read its log already (else it is read here)."""
+    if committed is None:
+        committed = committed_runs(read_log(spark, report_root(output))) if output else {}
     earlier = sorted(
         date
         for date, state in committed.items()

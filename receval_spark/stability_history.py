@@ -50,11 +50,14 @@ def night_over_night(
     run_date: str,
     ks: Sequence[int],
     persistence: float,
+    committed: Mapping[str, RunState] | None = None,
 ) -> list[MetricRow]:
     """The stability rows of tonight (metrics stability_jaccard and stability_rbo by segment,
     ``idle`` included; exposure_churn on segment all) against the previous date with lists at
-    ``output``; none without such a date. Only the aggregates are collected."""
-    committed = committed_runs(read_log(spark, report_root(output)))
+    ``output``; none without such a date. Only the aggregates are collected. ``committed``:
+    :func:`committed_runs` of ``output`` when the caller has read its log already."""
+    if committed is None:
+        committed = committed_runs(read_log(spark, report_root(output)))
     date = previous_lists_date(committed, run_date=run_date)
     if date is None:
         return []

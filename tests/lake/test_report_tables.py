@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import glob
 import subprocess
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,12 +21,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
-from helpers import (
-    crafted_job_config,
-    crafted_log,
-    start_evaluate,
-    stop_group,
-)
+from helpers import crafted_job_config, crafted_log, kill_when, start_evaluate
 
 from receval_spark import read_reports, render_report, run_job
 from receval_spark.commit import REPORT_DATASETS, committed_runs, read_log, report_root
@@ -150,27 +143,6 @@ def assert_one_run_per_date(spark, lake: Lake) -> None:
         assert all(runs[date] in row for row in rows), (dataset, date)
     for dataset in ("metrics", "lists", "runs"):
         assert table_runs(spark, lake, dataset) == set(runs.items()), dataset
-
-
-def kill_when(config: Path, happened: Callable[[], bool], *, timeout: float = 600) -> None:
-    """Run the job as a process and SIGKILL its process group once ``happened()``."""
-    import os
-    import signal
-
-    proc = start_evaluate(
-        config, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            if happened():
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=60)
-                return
-            time.sleep(0.01)
-        raise AssertionError(f"the job ended (exit {proc.poll()}) before it was to be killed")
-    finally:
-        stop_group(proc)
 
 
 def commit_events(lake: Lake) -> set[str]:

@@ -224,6 +224,24 @@ def test_a_run_killed_after_its_commit_is_committed(
     assert not report_root.data_files(f"metrics/run_date={D1}/run=r1")
 
 
+@pytest.mark.parametrize("report_root", storages("s3a"), indirect=True)
+def test_a_log_found_once_is_listed_once(
+    spark: SparkSession, report_root: ReportRoot, s3_server
+) -> None:
+    """The first read of a log names its folder twice (quiet when it is missing), later reads
+    once: on an object store the listing then costs a few requests, not two per event."""
+    at = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    for n in range(20):
+        event = LogEvent(f"r{n:02d}", "begin", D1, ("metrics",), at, "host:1")
+        append_event(spark, report_root.uri, event, tag="00000")
+    requests = []
+    for _ in range(2):
+        s3_server.requests.clear()
+        assert len(read_log(spark, report_root.uri)) == 20
+        requests.append(sum(s3_server.requests.values()))
+    assert requests[1] <= 20 + 8 < requests[0], requests  # measured: 24 against 64
+
+
 @pytest.mark.parametrize("report_root", ["file"], indirect=True)  # the lease: any storage
 def test_a_second_writer_fails_naming_the_live_one(
     spark: SparkSession, report_root: ReportRoot

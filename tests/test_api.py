@@ -237,7 +237,7 @@ def test_write_read_and_render_the_committed_reports(spark, result, tmp_path):
     assert rv.read_reports(spark, output, dataset="off_policy").count() == 0  # none written
     with pytest.raises(rv.InputError, match="no committed reports under"):
         rv.read_reports(spark, str(tmp_path / "elsewhere"), dataset="metrics")
-    with pytest.raises(rv.InputError, match="no committed run under .*; run receval first"):
+    with pytest.raises(rv.InputError, match=r"no committed run under .*; run receval first"):
         rv.render_report(spark, str(tmp_path / "elsewhere"))
     with pytest.raises(rv.ConfigError, match="'metric' is not a report dataset"):
         rv.read_reports(spark, output, dataset="metric")

@@ -64,9 +64,13 @@ def read_committed(
     table_format, location = formats.pop()
     if table_format == "parquet":
         paths = [run_folder(root, dataset, d, s.run_id) for d, s in chosen.items()]
+        # read in the dataset's schema, not one merged from every file's footer (a Spark job
+        # per read, and on an object store every footer fetched): a column a file lacks (one
+        # written before the column existed) reads as null
+        partitions = [T.StructField(name, T.StringType()) for name in ("run_date", RUN_PARTITION)]
         rows = (
-            spark.read.option("basePath", f"{root}/{dataset}")
-            .option("mergeSchema", "true")
+            spark.read.schema(T.StructType([*schema.fields, *partitions]))
+            .option("basePath", f"{root}/{dataset}")
             .parquet(*paths)
             .drop(RUN_PARTITION)
         )

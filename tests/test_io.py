@@ -224,6 +224,21 @@ def test_a_run_killed_after_its_commit_is_committed(
     assert not report_root.data_files(f"metrics/run_date={D1}/run=r1")
 
 
+def test_committed_rows_are_read_in_the_schema_asked_for(
+    spark: SparkSession, report_root: ReportRoot
+) -> None:
+    """Files of dates written before a column existed read it as null, a column no longer in
+    the schema is not read, and the run_date column is text, whatever each file holds."""
+    older = spark.createDataFrame([("r1", 1, "gone")], "run_id string, i int, dropped string")
+    commit_datasets({"metrics": older}, output_path=report_root.uri, run_date=D1, run_id="r1")
+    commit(spark, report_root, "r2", D2, datasets=("metrics",))
+    rows = read_committed(spark, report_root.uri, "metrics", schema=frame(spark, "x").schema)
+    assert rows.columns == ["run_id", "i", "value", "run_date"]
+    assert dict(rows.dtypes)["run_date"] == "string"
+    got = sorted((r.run_date, r.run_id, r.i, r.value) for r in rows.collect())
+    assert got == [(D1, "r1", 1, None)] + [(D2, "r2", i, i / 2) for i in range(3)]
+
+
 @pytest.mark.parametrize("report_root", storages("s3a"), indirect=True)
 def test_a_log_found_once_is_listed_once(
     spark: SparkSession, report_root: ReportRoot, s3_server

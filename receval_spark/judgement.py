@@ -21,12 +21,7 @@ from pyspark.sql import functions as F
 
 from receval_spark.alerts import regressions
 from receval_spark.attribution import Segmentation, shift_share
-from receval_spark.commit import (
-    RunState,
-    committed_runs,
-    read_log,
-    report_root,
-)
+from receval_spark.commit import RunState
 from receval_spark.committed import read_committed
 from receval_spark.config import AlertRule, RandomizationTest
 from receval_spark.metrics.compare import comparison_rows, earlier_differences, family_adjusted
@@ -73,7 +68,7 @@ def judge_outcome(
     segmentations: Sequence[Segmentation] = (),
     correction: str = "holm",
     randomization: RandomizationTest | None = None,
-    committed: Mapping[str, RunState] | None = None,
+    committed: Mapping[str, RunState],
 ) -> Judgement:
     """The :class:`Judgement` of one outcome of run date ``run_date`` against the committed
     history at ``output`` (None: no history). ``per_user``: tonight's per-user table in the
@@ -83,10 +78,8 @@ def judge_outcome(
     ``metrics`` rows, read with the alerts' history (one read). ``correction``: the
     adjustment that decides (evaluation.correction; all three are recorded);
     ``randomization``: the randomization test of the earlier-date comparisons (tonight's
-    come with ``outcome``); ``committed``: :func:`committed_runs` of ``output`` when the
-    caller has read its log already (else it is read here)."""
-    if committed is None:
-        committed = committed_runs(read_log(spark, report_root(output))) if output else {}
+    come with ``outcome``); ``committed``: :func:`committed_runs` of ``output``'s log (none
+    without an output)."""
     earlier = sorted(
         date
         for date, state in committed.items()

@@ -9,12 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from pyspark.sql import SparkSession
 
-from receval_spark.commit import (
-    RunState,
-    committed_runs,
-    read_log,
-    report_root,
-)
+from receval_spark.commit import RunState
 from receval_spark.committed import read_committed
 from receval_spark.metrics.stability import NightLists, stability_aggregates
 from receval_spark.results import LISTS_SCHEMA, RUNS_SCHEMA, MetricRow, metric_row
@@ -50,14 +45,12 @@ def night_over_night(
     run_date: str,
     ks: Sequence[int],
     persistence: float,
-    committed: Mapping[str, RunState] | None = None,
+    committed: Mapping[str, RunState],
 ) -> list[MetricRow]:
     """The stability rows of tonight (metrics stability_jaccard and stability_rbo by segment,
     ``idle`` included; exposure_churn on segment all) against the previous date with lists at
     ``output``; none without such a date. Only the aggregates are collected. ``committed``:
-    :func:`committed_runs` of ``output`` when the caller has read its log already."""
-    if committed is None:
-        committed = committed_runs(read_log(spark, report_root(output)))
+    :func:`committed_runs` of ``output``'s log."""
     date = previous_lists_date(committed, run_date=run_date)
     if date is None:
         return []

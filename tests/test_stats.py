@@ -370,6 +370,7 @@ def test_holm_adjusts_once_over_both_protocols_and_drops_no_comparison(spark):
         per_user=None,
         spark=spark,
         output=None,
+        committed={},
     )
     got = verdict.comparisons
     assert got == family_adjusted(raw) and verdict.status == "succeeded"
@@ -381,6 +382,7 @@ def test_holm_adjusts_once_over_both_protocols_and_drops_no_comparison(spark):
         per_user=None,
         spark=spark,
         output=None,
+        committed={},
         correction="benjamini_hochberg",
     ).comparisons
     assert [r.p_adjusted for r in bh] == [r.p_bh for r in got]

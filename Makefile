@@ -43,9 +43,12 @@ lake:
 lint: setup
 	$(BIN)/ruff check .
 
-# ruff (lint) and mypy (strict on the public API)
+# ruff (lint) and mypy (strict on the public API); mypy's incremental cache lives outside the
+# clone ($$RECEVAL_MYPY_CACHE, default ~/.cache/receval_spark/mypy), so a fresh clone (.ci/run)
+# checks in 2-7 s instead of 15 (mypy checks each cached module against its file's hash)
+MYPY_CACHE ?= $(or $(RECEVAL_MYPY_CACHE),$(HOME)/.cache/receval_spark/mypy)
 check: lint
-	$(BIN)/mypy
+	$(BIN)/mypy --cache-dir "$(MYPY_CACHE)"
 
 # the contributors' loop: unit tests and in-process integration on tiny data
 # (tiers: docs/contributing.md, Tests)

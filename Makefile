@@ -46,9 +46,9 @@ lint: setup
 # ruff (lint) and mypy (strict on the public API); mypy's incremental cache lives outside the
 # clone ($$RECEVAL_MYPY_CACHE, default ~/.cache/receval_spark/mypy), so a fresh clone (.ci/run)
 # checks in 2-7 s instead of 15 (mypy checks each cached module against its file's hash)
-MYPY_CACHE ?= $(or $(RECEVAL_MYPY_CACHE),$(HOME)/.cache/receval_spark/mypy)
+RECEVAL_MYPY_CACHE ?= $(HOME)/.cache/receval_spark/mypy
 check: lint
-	$(BIN)/mypy --cache-dir "$(MYPY_CACHE)"
+	$(BIN)/mypy --cache-dir "$(RECEVAL_MYPY_CACHE)"
 
 # the contributors' loop: unit tests and in-process integration on tiny data
 # (tiers: docs/contributing.md, Tests)

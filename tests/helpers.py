@@ -65,10 +65,10 @@ INTERPRETED = {
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
 }
 GENERATED = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+# INTERPRETED as JVM options, which Spark reads as settings of the session the JVM starts
+INTERPRETED_OPTIONS = [f"-D{k}={v}" for k, v in INTERPRETED.items()]
 # The JVMs the tests start for one small job compile with C1 only and interpret (conftest.py)
-SHORT_LIVED_JVM = " ".join(
-    ["-XX:TieredStopAtLevel=1", *(f"-D{k}={v}" for k, v in INTERPRETED.items())]
-)
+SHORT_LIVED_JVM = " ".join(["-XX:TieredStopAtLevel=1", *INTERPRETED_OPTIONS])
 
 
 @contextlib.contextmanager
@@ -729,8 +729,7 @@ def run_shipped_demo(tmp: Path) -> ShippedDemo:
     # other test worker pays on two cores (2026-12-07). The tests' class archive stays too, as
     # `make demo` maps its own from its second run on (receval_spark/class_archive.py)
     env = job_env()
-    interpreted = [f"-D{key}={value}" for key, value in INTERPRETED.items()]
-    kept = [o for o in env.get("SPARK_SUBMIT_OPTS", "").split() if o not in interpreted]
+    kept = [o for o in env.get("SPARK_SUBMIT_OPTS", "").split() if o not in INTERPRETED_OPTIONS]
     env["SPARK_SUBMIT_OPTS"] = " ".join(kept)
     proc = run(
         [str(VENV_BIN / "receval"), "evaluate", "--config", "conf/demo.yaml", *settings], env=env

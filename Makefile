@@ -13,6 +13,15 @@ XDIST ?= -n 2 --no-loadscope-reorder
 # (~/.cache/uv): a fresh clone's setup 64 -> 27 s; on a set-up venv `make setup` takes
 # 1.6-2 s, where pip's editable install alone took 5-6 s
 UV ?= $(BIN)/uv pip install --quiet --python $(BIN)/python
+# Offline first, from uv's cache: online, uv asks PyPI again for pyspark's source archive and,
+# served without caching headers, builds it anew (~40 CPU s and 2.3 GB of cache per fresh clone
+# and pyspark version, never freed: a machine's disk filled up). Online only when the cache
+# lacks something (a fresh machine, a new dependency); `make setup UV_CACHED=` goes online at
+# once (newer releases within the pins)
+UV_CACHED ?= --offline
+define install
+	$(if $(UV_CACHED),$(UV) $(UV_CACHED) $(1) 2>/dev/null || )$(UV) $(1)
+endef
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,9 +30,9 @@ $(BIN)/uv: | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
 
 setup: $(BIN)/uv
-	$(UV) -e ".[test]"
+	$(call install,-e ".[test]")
 	# the reference of the `recommenders` compatibility profile (its own pins are too old for us)
-	$(UV) --no-deps recommenders==1.2.1
+	$(call install,--no-deps recommenders==1.2.1)
 
 demo: setup
 	$(BIN)/receval evaluate --config conf/demo.yaml

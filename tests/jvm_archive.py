@@ -1,10 +1,12 @@
 """A class-data-sharing archive of the classes a small job's JVM loads, for the short-lived
 JVMs the tests start (conftest.py, SHORT_LIVED_JVM). Java loads and verifies Spark's classes
 anew in every JVM; mapped from an archive they cost a crafted job as a process 39 -> 27 CPU
-seconds (benchmarks/README.md). Built once per virtual environment, Java and pyspark, in the
-background by ``python tests/jvm_archive.py`` (a crafted job under ``-XX:ArchiveClassesAtExit``);
-a JVM started before it exists, or one whose class path does not match it, runs without it,
-silently (``class_archive.mapping``)."""
+seconds (benchmarks/README.md). Built once per Java and pyspark installation, in the
+background by ``python tests/jvm_archive.py`` (a crafted job under ``-XX:ArchiveClassesAtExit``),
+into ``$RECEVAL_JVM_ARCHIVES`` (default ``~/.cache/receval_spark/jvm``), outside the clone: a
+fresh clone at the same path whose venv links the same pyspark files from uv's cache (Makefile:
+UV_CACHED) maps the archive an earlier clone built. A JVM started before it exists, or one whose
+class path does not match it, runs without it, silently (``class_archive.mapping``)."""
 
 from __future__ import annotations
 
@@ -21,12 +23,16 @@ from helpers import REPO, crafted_job_config, crafted_log, job_env, spark_submit
 from receval_spark import class_archive
 
 BUILDING_FOR = 900  # seconds after which a build that left its lock behind is presumed dead
+KEPT_FOR = 7 * 86400  # seconds after which an archive of another installation is removed
+FOLDER = Path(
+    os.environ.get("RECEVAL_JVM_ARCHIVES", Path.home() / ".cache" / "receval_spark" / "jvm")
+)
 
 
 def archive_path() -> Path:
-    """The archive of this virtual environment, keyed as the job keys its own (what Java checks:
-    the java binary, and the jars' place, size and time)."""
-    return Path(sys.prefix) / "receval-test-jvm" / f"spark-{class_archive.archive_key({})}.jsa"
+    """The archive of this Java and pyspark installation, keyed as the job keys its own (what
+    Java checks: the java binary, and the jars' place, size and time)."""
+    return FOLDER / f"spark-{class_archive.archive_key({})}.jsa"
 
 
 def jvm_options(archive: Path) -> str:
@@ -48,6 +54,9 @@ def start_build(archive: Path, options: str) -> None:
     if archive.exists() or (lock.exists() and time.time() - lock.stat().st_mtime < BUILDING_FOR):
         return
     lock.write_text(str(os.getpid()), encoding="utf-8")
+    for stale in archive.parent.glob("spark-*.jsa"):  # ~190 MB each: other clones' and venvs'
+        if time.time() - stale.stat().st_mtime > KEPT_FOR:
+            stale.unlink(missing_ok=True)
     subprocess.Popen(
         [sys.executable, __file__, str(archive), options],
         cwd=REPO,

@@ -103,18 +103,24 @@ def build_venv() -> None:
     python = VENV / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    # uv, as `make setup` installs (Makefile: UV)
-    for install in (
-        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "uv"],
-        [str(VENV / "bin" / "uv"), "pip", "install", "--quiet", "--python", str(python), *needed],
-    ):
-        proc = subprocess.run(install, capture_output=True, text=True, timeout=TIMEOUT, check=False)
-        if proc.returncode != 0:
-            raise RuntimeError(f"could not build {VENV}: {proc.stderr.strip()[-300:]}")
+    # uv, as `make setup` installs (Makefile: UV, UV_CACHED): from its cache when that has
+    # everything, else online (online, it builds pyspark's source archive anew every time)
+    uv = [str(VENV / "bin" / "uv"), "pip", "install", "--quiet", "--python", str(python)]
+    _install([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "uv"])
+    if _install([*uv, "--offline", *needed], check=False) != 0:
+        _install([*uv, *needed])
     where = [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
     site = Path(subprocess.run(where, capture_output=True, text=True, check=True).stdout.strip())
     (site / "receval_spark_repo.pth").write_text(f"{REPO}\n", encoding="utf-8")
     STAMP.write_text(wanted, encoding="utf-8")
+
+
+def _install(command: list[str], *, check: bool = True) -> int:
+    """Run an installer; its exit code, or (``check``) the error of a failed one."""
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, check=False)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"could not build {VENV}: {proc.stderr.strip()[-300:]}")
+    return proc.returncode
 
 
 def main(argv: list[str]) -> int:

@@ -3,10 +3,11 @@ JVMs the tests start (conftest.py, SHORT_LIVED_JVM). Java loads and verifies Spa
 anew in every JVM; mapped from an archive they cost a crafted job as a process 39 -> 27 CPU
 seconds (benchmarks/README.md). Built once per Java and pyspark installation, in the
 background by ``python tests/jvm_archive.py`` (a crafted job under ``-XX:ArchiveClassesAtExit``),
-into ``$RECEVAL_JVM_ARCHIVES`` (default ``~/.cache/receval_spark/jvm``), outside the clone: a
-fresh clone at the same path whose venv links the same pyspark files from uv's cache (Makefile:
-UV_CACHED) maps the archive an earlier clone built. A JVM started before it exists, or one whose
-class path does not match it, runs without it, silently (``class_archive.mapping``)."""
+into ``$RECEVAL_JVM_ARCHIVES`` (default ``~/.cache/receval_spark/test-jvm``; not the folder of
+the job's own archives, ``class_archive.cache_folder``, whose pruning keeps two) outside the
+clone: a fresh clone at the same path whose venv links the same pyspark files from uv's cache
+(Makefile: UV_CACHED) maps the archive an earlier clone built. A JVM started before it exists,
+or one whose class path does not match it, runs without it, silently (``class_archive.mapping``)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from receval_spark import class_archive
 BUILDING_FOR = 900  # seconds after which a build that left its lock behind is presumed dead
 KEPT_FOR = 7 * 86400  # seconds after which an archive of another installation is removed
 FOLDER = Path(
-    os.environ.get("RECEVAL_JVM_ARCHIVES", Path.home() / ".cache" / "receval_spark" / "jvm")
+    os.environ.get("RECEVAL_JVM_ARCHIVES", Path.home() / ".cache" / "receval_spark" / "test-jvm")
 )
 
 

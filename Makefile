@@ -17,10 +17,11 @@ UV ?= $(BIN)/uv pip install --quiet --python $(BIN)/python
 # served without caching headers, builds it anew (~40 CPU s and 2.3 GB of cache per fresh clone
 # and pyspark version, never freed: a machine's disk filled up). Online only when the cache
 # lacks something (a fresh machine, a new dependency); `make setup UV_CACHED=` goes online at
-# once (newer releases within the pins)
+# once (newer releases within the pins). After an online install, `uv cache prune` drops the
+# builds it superseded (it waits for the other environment's install under make -j2).
 UV_CACHED ?= --offline
 define install
-	$(if $(UV_CACHED),$(UV) $(UV_CACHED) $(1) 2>/dev/null || )$(UV) $(1)
+	$(if $(UV_CACHED),$(UV) $(UV_CACHED) $(1) 2>/dev/null || ){ $(UV) $(1) && $(BIN)/uv cache prune --quiet; }
 endef
 
 $(BIN)/python:

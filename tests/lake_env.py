@@ -109,6 +109,7 @@ def build_venv() -> None:
     _install([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "uv"])
     if _install([*uv, "--offline", *needed], check=False) != 0:
         _install([*uv, *needed])
+        _install([str(VENV / "bin" / "uv"), "cache", "prune", "--quiet"])  # what it superseded
     where = [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
     site = Path(subprocess.run(where, capture_output=True, text=True, check=True).stdout.strip())
     (site / "receval_spark_repo.pth").write_text(f"{REPO}\n", encoding="utf-8")

@@ -14,8 +14,9 @@ XDIST ?= -n 2 --no-loadscope-reorder
 # 1.6-2 s, where pip's editable install alone took 5-6 s
 UV ?= $(BIN)/uv pip install --quiet --python $(BIN)/python
 # Offline first, from uv's cache: online, uv asks PyPI again for pyspark's source archive and,
-# served without caching headers, builds it anew (~40 CPU s and 2.3 GB of cache per fresh clone
-# and pyspark version, never freed: a machine's disk filled up). Online only when the cache
+# served without caching headers, builds it anew (2.3 GB of cache per fresh clone and pyspark
+# version, never freed: a machine's disk filled up; a fresh clone's `make setup` 115 s / 222 CPU s
+# online against 17 s / 17 CPU s from the cache, busy machine). Online only when the cache
 # lacks something (a fresh machine, a new dependency); `make setup UV_CACHED=` goes online at
 # once (newer releases within the pins). After an online install, `uv cache prune` drops the
 # builds it superseded (it waits for the other environment's install under make -j2).

@@ -105,11 +105,12 @@ def build_venv() -> None:
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
     # uv, as `make setup` installs (Makefile: UV, UV_CACHED): from its cache when that has
     # everything, else online (online, it builds pyspark's source archive anew every time)
-    uv = [str(VENV / "bin" / "uv"), "pip", "install", "--quiet", "--python", str(python)]
+    uv = str(VENV / "bin" / "uv")
+    pip = [uv, "pip", "install", "--quiet", "--python", str(python)]
     _install([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "uv"])
-    if _install([*uv, "--offline", *needed], check=False) != 0:
-        _install([*uv, *needed])
-        _install([str(VENV / "bin" / "uv"), "cache", "prune", "--quiet"])  # what it superseded
+    if _install([*pip, "--offline", *needed], check=False) != 0:
+        _install([*pip, *needed])
+        _install([uv, "cache", "prune", "--quiet"])  # the builds the online install superseded
     where = [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
     site = Path(subprocess.run(where, capture_output=True, text=True, check=True).stdout.strip())
     (site / "receval_spark_repo.pth").write_text(f"{REPO}\n", encoding="utf-8")

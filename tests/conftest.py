@@ -10,6 +10,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import bytecode_cache  # noqa: F401  (first: the imports below write Python's bytecode cache)
 import pytest
 from hadoop_aws import cached_jars
 from helpers import (

@@ -10,6 +10,7 @@ import os
 import sys
 from pathlib import Path
 
+import bytecode_cache  # noqa: F401  (first: the imports below write Python's bytecode cache)
 import pyspark
 import pytest
 from helpers import INTERPRETED, SHORT_LIVED_JVM

@@ -39,6 +39,11 @@ DEFAULT_CONF: Mapping[str, str] = {
     # a cluster run's reliable checkpoints (receval_spark/cache.py) are deleted as soon as no
     # plan holds them, not only when the run ends
     "spark.cleaner.referenceTracking.cleanCheckpoints": "true",
+    # PySpark records the Python call site of every DataFrame and Column call for the context of
+    # Spark's error messages (pyspark.errors.utils._with_origin): five round trips to the JVM
+    # and a walk of the stack per call, half of a small job's 16,800 py4j calls. The job's own
+    # errors name the problem without it (benchmarks/README.md, "Issue 51, sixth session").
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
 

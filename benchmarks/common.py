@@ -12,19 +12,22 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 
-def bench_session(master: str = "local[2]") -> SparkSession:
-    """local[2], 8 shuffle partitions, AQE on, UI off, 6 GiB driver; workers use this Python."""
+def bench_session(master: str = "local[2]", conf: Mapping[str, str] | None = None) -> SparkSession:
+    """local[2], 8 shuffle partitions, AQE on, UI off, 6 GiB driver, then ``conf``; workers
+    use this Python."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    return (
+    builder = (
         SparkSession.builder.master(master)
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "6g")
-        .getOrCreate()
     )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
 
 
 def counted(spark: Any, group: str, call: Callable[[], object]) -> tuple[float, int]:

@@ -17,6 +17,8 @@ Each call's Spark jobs are counted by the status tracker (the job group of the c
 
     .venv/bin/python benchmarks/warm_call.py --rounds 4
     .venv/bin/python benchmarks/warm_call.py --set evaluation.bootstrap.samples=0
+    .venv/bin/python benchmarks/warm_call.py \
+        --conf spark.python.sql.dataFrameDebugging.enabled=false
 """
 
 from __future__ import annotations
@@ -74,11 +76,14 @@ def main() -> None:
     parser.add_argument("--data", default=str(HERE.parents[1] / "shared/data/ml-100k/u.data"))
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--set", action="append", default=[], help="config override key=value")
+    parser.add_argument(
+        "--conf", action="append", default=[], help="a Spark setting of the session, key=value"
+    )
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="receval-warm-call-"))
     path = receval_config(args.data, external_lists(args.data, scratch), scratch)
     config = read_config_file(path, args.set)
-    spark = bench_session()
+    spark = bench_session(conf=dict(item.split("=", 1) for item in args.conf))
     spark.conf.set("spark.sql.shuffle.partitions", "8")
     sides = {
         "spark_ml": lambda: spark_ml_four(spark, args.data),

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
@@ -24,16 +25,18 @@ from helpers import REPO, crafted_job_config, crafted_log, job_env, spark_submit
 from receval_spark import class_archive
 
 BUILDING_FOR = 900  # seconds after which a build that left its lock behind is presumed dead
+WRITING = 180  # seconds a JVM may take to write the archive after its job ended (10-20 s seen)
 KEPT_FOR = 7 * 86400  # seconds after which an archive of another installation is removed
 FOLDER = Path(
     os.environ.get("RECEVAL_JVM_ARCHIVES", Path.home() / ".cache" / "receval_spark" / "test-jvm")
 )
 
 
-def archive_path() -> Path:
-    """The archive of this Java and pyspark installation, keyed as the job keys its own (what
-    Java checks: the java binary, and the jars' place, size and time)."""
-    return FOLDER / f"spark-{class_archive.archive_key({})}.jsa"
+def archive_path(settings: Mapping[str, str] | None = None) -> Path:
+    """The archive of this Java and pyspark installation (with the class path ``settings``,
+    spark.jars for the lake tests), keyed as the job keys its own (what Java checks: the java
+    binary, and the jars' place, size and time)."""
+    return FOLDER / f"spark-{class_archive.archive_key(settings or {})}.jsa"
 
 
 def jvm_options(archive: Path) -> str:
@@ -47,9 +50,9 @@ def building(archive: Path) -> Path:
     return archive.with_suffix(".building")
 
 
-def start_build(archive: Path, options: str) -> None:
-    """Build ``archive`` (:func:`build`) in a background process unless it exists or another
-    build is on."""
+def start_build(archive: Path, options: str, *, lake: bool = False) -> None:
+    """Build ``archive`` (:func:`build`; ``lake``: of a lake job) in a background process
+    unless it exists or another build is on."""
     lock = building(archive)
     archive.parent.mkdir(parents=True, exist_ok=True)
     if archive.exists() or (lock.exists() and time.time() - lock.stat().st_mtime < BUILDING_FOR):
@@ -59,7 +62,7 @@ def start_build(archive: Path, options: str) -> None:
         if time.time() - stale.stat().st_mtime > KEPT_FOR:
             stale.unlink(missing_ok=True)
     subprocess.Popen(
-        [sys.executable, __file__, str(archive), options],
+        [sys.executable, __file__, str(archive), options, *(["lake"] if lake else [])],
         cwd=REPO,
         env=job_env(),
         stdin=subprocess.DEVNULL,
@@ -69,10 +72,11 @@ def start_build(archive: Path, options: str) -> None:
     )
 
 
-def build(archive: Path, options: str) -> None:
-    """Run the crafted job (two models, a bootstrap, segments) under spark-submit with
-    ``options``, its JVM writing the classes it loaded at exit; the archive appears at once,
-    complete (a JVM mapping a partly written archive crashes)."""
+def build(archive: Path, options: str, *, lake: bool = False) -> None:
+    """Run the crafted job (two models, a bootstrap, segments; ``lake``: with the lake tests'
+    jars and settings, its reports a Delta table) as a process with ``options``, its JVM
+    writing the classes it loaded at exit; the archive appears at once, complete (a JVM
+    mapping a partly written archive crashes)."""
     partial = archive.with_suffix(f".{os.getpid()}.partial")
     try:
         with tempfile.TemporaryDirectory(prefix="receval-jvm-archive-") as folder:
@@ -85,24 +89,46 @@ def build(archive: Path, options: str) -> None:
                 ],
             )
             raw["evaluation"]["bootstrap_samples"] = 20
+            if lake:
+                from lake_env import jars, lake_conf
+
+                raw["spark"]["conf"] = lake_conf(jars(), Path(folder) / "warehouse")
+                raw["output"]["format"] = "delta"
             config = Path(folder) / "job.yaml"
             config.write_text(yaml.safe_dump(raw), encoding="utf-8")
             env = job_env()
-            env["SPARK_SUBMIT_OPTS"] = f"{options} -XX:ArchiveClassesAtExit={partial}"
+            log = Path(folder) / "dump.log"
+            dump = f"-XX:ArchiveClassesAtExit={partial} -Xlog:cds+dynamic=info:file={log}"
+            env["SPARK_SUBMIT_OPTS"] = f"{options} {dump}"
+            # the lake's jars reach the driver's class path only when the job starts its JVM
+            launcher = [sys.executable, "-m", "receval_spark", "evaluate"]
+            if not lake:
+                launcher = [str(spark_submit()), "jobs/evaluate.py"]
             done = subprocess.run(
-                [str(spark_submit()), "jobs/evaluate.py", "--config", str(config)],
+                [*launcher, "--config", str(config)],
                 cwd=REPO,
                 env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 timeout=BUILDING_FOR,
             )
-        if done.returncode == 0 and partial.exists():
-            os.replace(partial, archive)
+            if done.returncode == 0 and written(log):
+                os.replace(partial, archive)
     finally:
         partial.unlink(missing_ok=True)
         building(archive).unlink(missing_ok=True)
 
 
+def written(log: Path) -> bool:
+    """Whether the JVM logged its archive as written in full, waiting up to WRITING seconds
+    for it: ``python -m receval_spark`` ends before the JVM it started has written it."""
+    deadline = time.monotonic() + WRITING
+    while time.monotonic() < deadline:
+        if log.exists() and class_archive.WRITTEN in log.read_bytes():
+            return True
+        time.sleep(1)
+    return False
+
+
 if __name__ == "__main__":
-    build(Path(sys.argv[1]), sys.argv[2])
+    build(Path(sys.argv[1]), sys.argv[2], lake=sys.argv[3:] == ["lake"])

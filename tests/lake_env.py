@@ -55,6 +55,32 @@ def jars() -> list[Path] | str:
     return f"no Delta/Iceberg jars in {FOLDER} ({why}); `make lake` fetches them"
 
 
+def lake_conf(jar_files: list[Path], warehouse: Path) -> dict[str, str]:
+    """Delta (path tables, the session catalog) and an Iceberg Hadoop catalog ``lake`` on
+    ``warehouse``: the Spark settings of the lake tests' session, of the jobs they start as
+    processes and of the job that builds their JVMs' class archive (tests/jvm_archive.py)."""
+    from receval_spark.tables import DELTA_EXTENSION, ICEBERG_EXTENSION
+
+    return {
+        **class_path_settings(jar_files),
+        "spark.sql.extensions": f"{DELTA_EXTENSION},{ICEBERG_EXTENSION}",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.lake.type": "hadoop",
+        "spark.sql.catalog.lake.warehouse": warehouse.as_uri(),
+        "spark.databricks.delta.snapshotPartitions": "1",  # tiny logs: one task, not 50
+        "spark.sql.shuffle.partitions": "1",
+        "spark.sql.adaptive.enabled": "false",
+        "spark.ui.enabled": "false",
+    }
+
+
+def class_path_settings(jar_files: list[Path]) -> dict[str, str]:
+    """The settings of :func:`lake_conf` that extend the driver's class path (what keys a class
+    archive, receval_spark.class_archive.archive_key)."""
+    return {"spark.jars": ",".join(str(jar) for jar in jar_files)}
+
+
 def fetch_jars() -> None:
     """The three jars (no transitive ones: Spark has the rest) from Maven Central."""
     if isinstance(jars(), list):

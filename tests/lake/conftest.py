@@ -8,39 +8,26 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 import bytecode_cache  # noqa: F401  (first: the imports below write Python's bytecode cache)
 import pyspark
 import pytest
 from helpers import INTERPRETED, SHORT_LIVED_JVM
-from lake_env import PYSPARK, jars
-
-from receval_spark.tables import DELTA_EXTENSION, ICEBERG_EXTENSION
+from jvm_archive import archive_path, jvm_options, start_build
+from lake_env import PYSPARK, class_path_settings, jars, lake_conf
 
 collect_ignore_glob = [] if pyspark.__version__ == PYSPARK else ["test_*.py"]
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_LIVED_JVM)  # the jobs run as processes
-
-
-def lake_conf(jar_files: list[Path], warehouse: Path) -> dict[str, str]:
-    """Delta (path tables, the session catalog) and an Iceberg Hadoop catalog ``lake`` on
-    ``warehouse``, for the tests' session and the jobs they start as processes."""
-    return {
-        "spark.jars": ",".join(str(jar) for jar in jar_files),
-        "spark.sql.extensions": f"{DELTA_EXTENSION},{ICEBERG_EXTENSION}",
-        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-        "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
-        "spark.sql.catalog.lake.type": "hadoop",
-        "spark.sql.catalog.lake.warehouse": warehouse.as_uri(),
-        "spark.databricks.delta.snapshotPartitions": "1",  # tiny logs: one task, not 50
-        "spark.sql.shuffle.partitions": "1",
-        "spark.sql.adaptive.enabled": "false",
-        "spark.ui.enabled": "false",
-    }
+if pyspark.__version__ == PYSPARK and isinstance(JARS := jars(), list):
+    # the jobs run as processes: C1 alone, interpreted, mapping a class archive of a lake job's
+    # JVM, built in the background at the first run (tests/jvm_archive.py): 66-68 -> 50-52 CPU s
+    # for a lake job as a process (docs/contributing.md)
+    ARCHIVE = archive_path(class_path_settings(JARS))
+    os.environ.setdefault("SPARK_SUBMIT_OPTS", f"{SHORT_LIVED_JVM} {jvm_options(ARCHIVE)}")
+    start_build(ARCHIVE, SHORT_LIVED_JVM, lake=True)
 
 
 @pytest.fixture(scope="session")

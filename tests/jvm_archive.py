@@ -124,7 +124,7 @@ def written(log: Path) -> bool:
     for it: ``python -m receval_spark`` ends before the JVM it started has written it."""
     deadline = time.monotonic() + WRITING
     while time.monotonic() < deadline:
-        if log.exists() and class_archive.WRITTEN in log.read_bytes():
+        if log.exists() and class_archive._written(log):
             return True
         time.sleep(1)
     return False
